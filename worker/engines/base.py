@@ -1,0 +1,63 @@
+"""The contract between the worker loop and an inference engine.
+
+The worker hands an engine an *ordered* stream of tokenized requests (the plan
+order) and consumes results as they finish. Engines pull from the stream only
+when they have room (continuous batching), so the plan's admission order is
+the engine's admission order, and the worker can drop requests that were
+cancelled while they waited. CPU, SGLang and vLLM engines all implement this.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Literal, Protocol
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    key: int                      # opaque to the engine; echoed in the result
+    input_ids: list[int]
+    params: SamplingParams
+
+
+@dataclass
+class GenResult:
+    key: int
+    output_ids: list[int]
+    text: str                     # decoded output, stop string removed
+    finish_reason: Literal["stop", "length"]
+    prompt_tokens: int
+    cached_tokens: int            # prompt tokens served from the prefix cache
+    completion_tokens: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.completion_tokens = len(self.output_ids)
+
+
+class Engine(Protocol):
+    """An inference engine for one model."""
+
+    model_name: str
+
+    def kv_capacity_tokens(self) -> int:
+        """How many tokens of KV cache the engine can hold at once (for the planner)."""
+        ...
+
+    def generate(self, requests: Iterable[GenRequest]) -> Iterator[GenResult]:
+        """Run requests, admitted in iteration order; yield each result as it finishes.
+
+        The engine must not read ahead of what it can admit now, so that the
+        caller can stop or filter the stream between admissions.
+        """
+        ...
+
+    def close(self) -> None:
+        ...
