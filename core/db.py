@@ -1,0 +1,41 @@
+"""Database engine and sessions for SQLite (embedded) and PostgreSQL (scale-out).
+
+SQLite runs in WAL mode and every transaction starts with BEGIN IMMEDIATE: the
+three roles are separate processes, and a deferred transaction that reads and
+then writes fails at once (SQLITE_BUSY) when another process wrote in between,
+whatever the busy timeout. Taking the write lock up front turns that into a wait.
+"""
+from __future__ import annotations
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn, _record) -> None:
+            dbapi_conn.isolation_level = None      # we issue BEGIN ourselves
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=60000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)

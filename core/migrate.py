@@ -1,0 +1,16 @@
+"""Bring the schema to head; every role calls this at start (idempotent, serialised)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+
+import migrations
+
+
+def upgrade(url: str) -> None:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    command.upgrade(cfg, "head")

@@ -1,0 +1,114 @@
+"""The job table: files, batches, one row per request, plan chunks and workers.
+
+Every role talks through these rows only. Times that the OpenAI contract shows
+are integer epoch seconds; leases and heartbeats are float seconds.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class File(Base):
+    __tablename__ = "files"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(64), index=True)
+    filename: Mapped[str] = mapped_column(String(512))
+    purpose: Mapped[str] = mapped_column(String(32))
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[int] = mapped_column(Integer, index=True)
+    expires_at: Mapped[int | None] = mapped_column(Integer)
+
+
+class Batch(Base):
+    __tablename__ = "batches"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(64), index=True)
+    endpoint: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str | None] = mapped_column(String(256))
+    input_file_id: Mapped[str] = mapped_column(String(64))
+    completion_window: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    output_file_id: Mapped[str | None] = mapped_column(String(64))
+    error_file_id: Mapped[str | None] = mapped_column(String(64))
+    errors: Mapped[list[Any] | None] = mapped_column(JSON)
+    metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
+    created_at: Mapped[int] = mapped_column(Integer, index=True)
+    in_progress_at: Mapped[int | None] = mapped_column(Integer)
+    expires_at: Mapped[int] = mapped_column(Integer)
+    finalizing_at: Mapped[int | None] = mapped_column(Integer)
+    completed_at: Mapped[int | None] = mapped_column(Integer)
+    failed_at: Mapped[int | None] = mapped_column(Integer)
+    expired_at: Mapped[int | None] = mapped_column(Integer)
+    cancelling_at: Mapped[int | None] = mapped_column(Integer)
+    cancelled_at: Mapped[int | None] = mapped_column(Integer)
+    total: Mapped[int] = mapped_column(Integer, default=0)
+    # When the first of its requests was handed to an engine: in_progress -> first run is the planning wait.
+    first_run_at: Mapped[float | None] = mapped_column(Float)
+
+
+class Request(Base):
+    """One input line. status: pending -> planned -> completed | failed, or cancelled | expired."""
+
+    __tablename__ = "requests"
+    __table_args__ = (
+        Index("ix_requests_batch_line", "batch_id", "line", unique=True),
+        Index("ix_requests_status_model", "status", "model"),
+        Index("ix_requests_chunk", "chunk_id", "position"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    batch_id: Mapped[str] = mapped_column(ForeignKey("batches.id", ondelete="CASCADE"))
+    line: Mapped[int] = mapped_column(Integer)
+    custom_id: Mapped[str] = mapped_column(String(512))
+    model: Mapped[str] = mapped_column(String(256))
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    prompt_ids: Mapped[bytes] = mapped_column(LargeBinary)   # int32 little-endian
+    prompt_tokens: Mapped[int] = mapped_column(Integer)
+    max_tokens: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    chunk_id: Mapped[int | None] = mapped_column(Integer)
+    position: Mapped[int | None] = mapped_column(Integer)
+    response: Mapped[dict[str, Any] | None] = mapped_column(JSON)   # the output line's response.body
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON)      # {"code", "message"}
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cached_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+
+
+class Chunk(Base):
+    """A slice of the plan: requests run in `position` order by one worker under a lease."""
+
+    __tablename__ = "chunks"
+    __table_args__ = (Index("ix_chunks_claim", "model", "status", "seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model: Mapped[str] = mapped_column(String(256))
+    seq: Mapped[int] = mapped_column(Integer)          # global plan order
+    status: Mapped[str] = mapped_column(String(16), default="pending")   # pending | claimed | done
+    worker_id: Mapped[str | None] = mapped_column(String(64))
+    lease_until: Mapped[float | None] = mapped_column(Float)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    size: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class Worker(Base):
+    __tablename__ = "workers"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    model: Mapped[str] = mapped_column(String(256))
+    engine: Mapped[str] = mapped_column(String(32))
+    kv_capacity_tokens: Mapped[int] = mapped_column(Integer)
+    host: Mapped[str] = mapped_column(String(256))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[float] = mapped_column(Float)
+    heartbeat_at: Mapped[float] = mapped_column(Float)

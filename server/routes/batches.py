@@ -1,0 +1,104 @@
+"""/v1/batches: create, retrieve, cancel, list. Work happens in the scheduler and workers."""
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field, field_validator
+from sqlalchemy import select
+
+from core.jobs import batch_stats
+from core.models import Batch
+from core.ids import new_id
+from server.deps import OwnerDep, SessionDep, StateDep
+from server.errors import APIError, not_found
+from server.routes.files import get_owned
+from server.serialize import batch_obj, page
+
+router = APIRouter(prefix="/v1/batches", tags=["batches"])
+
+ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
+
+
+class CreateBatch(BaseModel):
+    input_file_id: str
+    endpoint: str
+    completion_window: str
+    metadata: dict[str, str] | None = Field(default=None)
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_limits(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        if v is None:
+            return v
+        if len(v) > 16:
+            raise ValueError("at most 16 key-value pairs")
+        for k, val in v.items():
+            if len(k) > 64:
+                raise ValueError(f"key '{k[:20]}...' is longer than 64 characters")
+            if len(val) > 512:
+                raise ValueError(f"value of '{k}' is longer than 512 characters")
+        return v
+
+
+def get_owned_batch(session, owner: str, batch_id: str) -> Batch:
+    b = session.get(Batch, batch_id)
+    if b is None or b.owner != owner:
+        raise not_found("batch", batch_id)
+    return b
+
+
+def render(session, b: Batch) -> dict:
+    return batch_obj(b, batch_stats(session, [b.id])[b.id])
+
+
+@router.post("")
+def create_batch(req: CreateBatch, session: SessionDep, owner: OwnerDep, st: StateDep) -> dict:
+    if req.endpoint not in ENDPOINTS:
+        raise APIError(400, f"Invalid endpoint '{req.endpoint}': supported endpoints are {list(ENDPOINTS)}.",
+                       param="endpoint", code="invalid_value")
+    windows = st.settings.window_seconds()
+    if req.completion_window not in windows:
+        raise APIError(400, f"Invalid completion_window '{req.completion_window}': supported values are "
+                       f"{list(windows)}.", param="completion_window", code="invalid_value")
+    f = get_owned(session, owner, req.input_file_id)
+    if f.purpose != "batch":
+        raise APIError(400, f"File '{f.id}' has purpose '{f.purpose}'; a batch needs a file with purpose 'batch'.",
+                       param="input_file_id", code="invalid_value")
+    now = int(time.time())
+    b = Batch(id=new_id("batch_"), owner=owner, endpoint=req.endpoint, input_file_id=f.id,
+              completion_window=req.completion_window, status="validating", metadata_=req.metadata,
+              created_at=now, expires_at=now + windows[req.completion_window], total=0)
+    session.add(b)
+    session.commit()
+    return render(session, b)
+
+
+@router.get("")
+def list_batches(session: SessionDep, owner: OwnerDep, after: str | None = None,
+                 limit: int = Query(20, ge=1, le=100)) -> dict:
+    q = select(Batch).where(Batch.owner == owner)
+    if after:
+        cur = get_owned_batch(session, owner, after)
+        q = q.where((Batch.created_at < cur.created_at)
+                    | ((Batch.created_at == cur.created_at) & (Batch.id < cur.id)))
+    rows = session.scalars(q.order_by(Batch.created_at.desc(), Batch.id.desc()).limit(limit + 1)).all()
+    rows, has_more = rows[:limit], len(rows) > limit
+    stats = batch_stats(session, [b.id for b in rows])
+    return page([batch_obj(b, stats[b.id]) for b in rows], has_more)
+
+
+@router.get("/{batch_id}")
+def retrieve_batch(batch_id: str, session: SessionDep, owner: OwnerDep) -> dict:
+    return render(session, get_owned_batch(session, owner, batch_id))
+
+
+@router.post("/{batch_id}/cancel")
+def cancel_batch(batch_id: str, session: SessionDep, owner: OwnerDep) -> dict:
+    b = get_owned_batch(session, owner, batch_id)
+    if b.status in ("validating", "in_progress"):
+        b.status, b.cancelling_at = "cancelling", int(time.time())
+        session.commit()
+    elif b.status not in ("cancelling", "cancelled"):
+        raise APIError(409, f"Cannot cancel a batch with status '{b.status}'.", code="invalid_state")
+    return render(session, b)

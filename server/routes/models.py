@@ -1,0 +1,25 @@
+"""/v1/models: what this deployment serves."""
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from server.deps import OwnerDep, StateDep
+from server.errors import not_found
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+
+
+def model_obj(name: str) -> dict:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "blendserve"}
+
+
+@router.get("")
+def list_models(st: StateDep, _: OwnerDep) -> dict:
+    return {"object": "list", "data": [model_obj(m) for m in st.model_names]}
+
+
+@router.get("/{model_id:path}")
+def retrieve_model(model_id: str, st: StateDep, _: OwnerDep) -> dict:
+    if model_id not in st.model_names:
+        raise not_found("model", model_id)
+    return model_obj(model_id)
