@@ -11,6 +11,6 @@ import migrations
 
 def upgrade(url: str) -> None:
     cfg = Config()
-    cfg.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    cfg.set_main_option("script_location", str(Path(next(iter(migrations.__path__)))))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     command.upgrade(cfg, "head")

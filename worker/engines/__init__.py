@@ -1,0 +1,19 @@
+"""Engines behind worker.engines.base.Engine. Each is imported only when chosen,
+so a CPU machine never imports sglang or vllm."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.config import Settings
+from worker.engines.base import Engine
+
+ENGINES = ("cpu", "sglang", "vllm")
+
+
+def load_engine(kind: str, model_path: Path, model_name: str, settings: Settings) -> Engine:
+    if kind == "cpu":
+        from worker.engines.cpu import CpuEngine
+
+        return CpuEngine(model_path, model_name, max_batch=settings.cpu_max_batch,
+                         threads=settings.cpu_threads or None)
+    raise ValueError(f"engine {kind!r} is not available; choose one of {ENGINES}")

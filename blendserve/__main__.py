@@ -1,0 +1,3 @@
+from blendserve.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,72 @@
+"""The scheduler role: validation, planning rounds and batch transitions, in one loop.
+
+One scheduler is active per database; it holds no state the database lacks,
+so it can be restarted at any time.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from core.config import Settings
+from core.db import make_engine, make_sessionmaker
+from core.migrate import upgrade
+from core.served import model_paths
+from core.storage import FileStore
+from scheduler import intake, lifecycle, planning
+from scheduler.validation import ModelInfo
+
+log = logging.getLogger("blendserve.scheduler")
+
+
+def model_info(name: str, path) -> ModelInfo:
+    from core.modelstore import context_length, load_tokenizer
+
+    tok = load_tokenizer(path)
+    return ModelInfo(
+        name=name, context_length=context_length(path),
+        render_chat=lambda messages: tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False),
+        encode=lambda texts: tok(texts, add_special_tokens=False)["input_ids"],
+        encode_prompt=lambda texts: tok(texts)["input_ids"],
+    )
+
+
+def policy_for(name: str) -> planning.Policy:
+    if name == "fcfs":
+        return planning.FCFS()
+    raise ValueError(f"unknown planner {name!r}")
+
+
+class Scheduler:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        upgrade(settings.db_url)
+        self.sessions = make_sessionmaker(make_engine(settings.db_url))
+        self.store = FileStore(settings.files_dir)
+        self.policy = policy_for(settings.planner)
+        self._models: dict[str, ModelInfo] | None = None
+
+    def models(self) -> dict[str, ModelInfo]:
+        """Tokenizers load on first need, so a scheduler with nothing to validate starts at once."""
+        if self._models is None:
+            self._models = {n: model_info(n, p) for n, p in model_paths(self.settings).items()}
+        return self._models
+
+    def tick(self) -> None:
+        bid = intake.next_validating(self.sessions)
+        if bid:
+            intake.validate_batch(bid, self.sessions, self.store, self.settings, self.models)
+        planning.plan_round(self.sessions, self.settings, self.policy)
+        lifecycle.settle(self.sessions, self.store)
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        stop = stop or threading.Event()
+        log.info("scheduler running (planner=%s)", self.settings.planner)
+        while not stop.is_set():
+            try:
+                self.tick()
+            except Exception:
+                log.exception("scheduler tick failed; retrying")
+                stop.wait(1.0)
+            stop.wait(self.settings.poll_interval_s)

@@ -1,0 +1,48 @@
+"""Chunk claims: who runs what, under a lease that the worker keeps renewing.
+
+A claim is a row update; on PostgreSQL the candidate row is locked with
+FOR UPDATE SKIP LOCKED so concurrent workers never take the same chunk, and on
+SQLite every transaction holds the write lock (core.db), which serialises
+claims. A chunk whose lease ran out (its worker died) is claimable again.
+"""
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.models import Batch, Chunk, Request
+
+
+def claim(sessions: sessionmaker[Session], worker_id: str, model: str, lease_s: float) -> int | None:
+    now = time.time()
+    with sessions.begin() as s:
+        chunk = s.scalars(
+            select(Chunk).where(Chunk.model == model,
+                                or_(Chunk.status == "pending",
+                                    and_(Chunk.status == "claimed", Chunk.lease_until < now)))
+            .order_by(Chunk.seq).limit(1).with_for_update(skip_locked=True)).first()
+        if chunk is None:
+            return None
+        chunk.status, chunk.worker_id, chunk.lease_until = "claimed", worker_id, now + lease_s
+        chunk.attempts += 1
+        batch_ids = select(Request.batch_id).where(Request.chunk_id == chunk.id).distinct()
+        s.execute(update(Batch).where(Batch.id.in_(batch_ids), Batch.first_run_at.is_(None))
+                  .values(first_run_at=now))
+        return chunk.id
+
+
+def renew(sessions: sessionmaker[Session], chunk_id: int, worker_id: str, lease_s: float) -> bool:
+    """False when the lease was lost (it ran out and another worker took the chunk)."""
+    with sessions.begin() as s:
+        res = s.execute(update(Chunk).where(Chunk.id == chunk_id, Chunk.worker_id == worker_id,
+                                            Chunk.status == "claimed")
+                        .values(lease_until=time.time() + lease_s))
+        return res.rowcount == 1
+
+
+def release(sessions: sessionmaker[Session], chunk_id: int, worker_id: str) -> None:
+    with sessions.begin() as s:
+        s.execute(update(Chunk).where(Chunk.id == chunk_id, Chunk.worker_id == worker_id)
+                  .values(status="done", lease_until=None))
