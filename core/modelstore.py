@@ -77,19 +77,24 @@ def ensure_checkpoint(gguf: Path, cache_dir: Path) -> Path:
 def _convert_gguf(gguf: Path, out_dir: Path) -> None:
     """Dequantize a GGUF Llama into a safetensors checkpoint plus tokenizer in ``out_dir``."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LlamaForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     src = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-    model = LlamaForCausalLM(src.config)
+    # The checkpoint holds plain float32 weights: drop the GGUF quantization note,
+    # or from_pretrained on the result would look for the GGUF again.
+    fields = src.config.to_dict()
+    fields.pop("quantization_config", None)
+    fields.pop("_model_name_or_path", None)
+    model = LlamaForCausalLM(LlamaConfig.from_dict(fields))
     model.load_state_dict(src.state_dict())
     model.save_pretrained(out_dir)
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     if not tok.chat_template:
         tok.chat_template = CHATML_TEMPLATE
     tok.save_pretrained(out_dir)
-    eos = src.config.eos_token_id
+    eos = model.config.eos_token_id
     GenerationConfig(
-        bos_token_id=src.config.bos_token_id,
+        bos_token_id=model.config.bos_token_id,
         eos_token_id=eos,
         pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else eos,
     ).save_pretrained(out_dir)

@@ -1,0 +1,145 @@
+"""The CPU engine: correctness of batching, sampling, stopping and prefix reuse."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import LlamaForCausalLM
+
+from core.modelstore import load_tokenizer
+from worker.engines.base import GenRequest, GenResult, SamplingParams
+from worker.engines.cpu import CpuEngine, _KVSlots, _Llama, _Prefill
+
+GREEDY = SamplingParams(max_tokens=12, temperature=0.0)
+
+
+def prompts(n: int, base: int = 10) -> list[list[int]]:
+    """Distinct prompts of different lengths (ids below the tiny vocab size)."""
+    return [[(base + 7 * i + j) % 500 + 3 for j in range(5 + 3 * i)] for i in range(n)]
+
+
+def run(engine: CpuEngine, requests: list[GenRequest]) -> dict[int, GenResult]:
+    results = {r.key: r for r in engine.generate(requests)}
+    assert sorted(results) == sorted(r.key for r in requests)
+    return results
+
+
+def test_forward_matches_transformers(tiny_model: Path) -> None:
+    reference = LlamaForCausalLM.from_pretrained(tiny_model).eval()
+    model = _Llama(tiny_model, torch.float32)
+    ids = torch.tensor([prompts(3)[2]])
+    kv = _KVSlots(model, 1)
+    kv.reserve(ids.shape[1])
+    with torch.inference_mode():
+        expected = reference(ids).logits[0, -1]
+        got = model.forward(ids, torch.arange(ids.shape[1]).unsqueeze(0), _Prefill(kv, 0, 0, ids.shape[1]))[0]
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_greedy_batch_equals_alone(tiny_model: Path) -> None:
+    batch = CpuEngine(tiny_model, "tiny", max_batch=4, threads=1, dtype=torch.float32)
+    requests = [GenRequest(i, p, SamplingParams(max_tokens=8 + 3 * i, temperature=0.0)) for i, p in enumerate(prompts(7))]
+    together = run(batch, requests)
+    for request in requests:
+        alone = CpuEngine(tiny_model, "tiny", max_batch=1, threads=1, dtype=torch.float32)
+        assert next(alone.generate([request])).output_ids == together[request.key].output_ids
+
+
+def test_max_tokens_gives_length(tiny_engine: CpuEngine) -> None:
+    results = run(tiny_engine, [GenRequest(i, p, GREEDY) for i, p in enumerate(prompts(3))])
+    for r in results.values():
+        assert r.finish_reason == "length"
+        assert r.completion_tokens == len(r.output_ids) == GREEDY.max_tokens
+        assert r.prompt_tokens == len(prompts(3)[r.key])
+
+
+def test_stop_string_is_cut(tiny_engine: CpuEngine) -> None:
+    prompt = prompts(1)[0]
+    full = run(tiny_engine, [GenRequest(0, prompt, GREEDY)])[0].text
+    stop = full[len(full) // 2 : len(full) // 2 + 2]
+    cut = run(tiny_engine, [GenRequest(1, prompt, SamplingParams(max_tokens=12, temperature=0.0, stop=("zzz", stop)))])[1]
+    assert cut.finish_reason == "stop"
+    assert cut.text == full[: full.index(stop)]
+    assert stop not in cut.text
+
+
+def test_eos_stops(tiny_model: Path) -> None:
+    engine = CpuEngine(tiny_model, "tiny", max_batch=2, threads=1)
+    first = run(engine, [GenRequest(0, prompts(1)[0], GREEDY)])[0].output_ids[0]
+    engine.eos.add(first)  # pretend the first greedy token ends the sequence
+    result = run(engine, [GenRequest(1, prompts(1)[0], GREEDY)])[1]
+    assert (result.output_ids, result.finish_reason) == ([first], "stop")
+
+
+def test_seed_is_reproducible_regardless_of_batch(tiny_model: Path) -> None:
+    sampled = SamplingParams(max_tokens=16, temperature=1.0, seed=1234)
+    target = GenRequest(0, prompts(1)[0], sampled)
+    alone = run(CpuEngine(tiny_model, "tiny", max_batch=1, threads=1), [target])[0].output_ids
+    mates = [GenRequest(i, p, SamplingParams(max_tokens=5 + i, temperature=1.0)) for i, p in enumerate(prompts(5, 99), 1)]
+    batched = run(CpuEngine(tiny_model, "tiny", max_batch=4, threads=1), [mates[0], target, *mates[1:]])[0].output_ids
+    assert batched == alone
+    other = GenRequest(9, target.input_ids, SamplingParams(max_tokens=16, temperature=1.0, seed=4321))
+    assert run(CpuEngine(tiny_model, "tiny", max_batch=1, threads=1), [other])[9].output_ids != alone
+
+
+def test_tiny_top_p_is_greedy(tiny_engine: CpuEngine) -> None:
+    prompt = prompts(1)[0]
+    greedy = run(tiny_engine, [GenRequest(0, prompt, GREEDY)])[0].output_ids
+    nucleus = SamplingParams(max_tokens=12, temperature=1.0, top_p=1e-6)
+    assert run(tiny_engine, [GenRequest(1, prompt, nucleus)])[1].output_ids == greedy
+
+
+def test_shared_prefix_is_served_from_cache(tiny_model: Path) -> None:
+    prefix = prompts(8)[7][:20]
+    a, b = prefix + [40, 41, 42], prefix + [50, 51]
+    engine = CpuEngine(tiny_model, "tiny", max_batch=4, threads=1, dtype=torch.float32)
+    results = run(engine, [GenRequest(0, a, GREEDY), GenRequest(1, b, GREEDY)])
+    assert results[0].cached_tokens == 0
+    assert results[1].cached_tokens == len(prefix)
+    fresh = CpuEngine(tiny_model, "tiny", max_batch=1, threads=1, dtype=torch.float32)
+    assert run(fresh, [GenRequest(1, b, GREEDY)])[1].output_ids == results[1].output_ids
+    again = run(engine, [GenRequest(2, a, GREEDY)])[2]  # the whole prompt is cached: all but its last token
+    assert again.cached_tokens == len(a) - 1 and again.output_ids == results[0].output_ids
+
+
+def test_pulls_lazily(tiny_model: Path) -> None:
+    max_batch = 3
+    engine = CpuEngine(tiny_model, "tiny", max_batch=max_batch, threads=1)
+    pulled: list[int] = []
+
+    def stream():
+        for i, p in enumerate(prompts(10)):
+            pulled.append(i)
+            yield GenRequest(i, p, SamplingParams(max_tokens=2 + i % 4, temperature=0.0))
+
+    done = 0
+    for _ in engine.generate(stream()):
+        done += 1
+        assert len(pulled) - done <= max_batch
+    assert done == 10 and pulled == list(range(10))
+
+
+def test_kv_capacity_limits_admission(tiny_model: Path) -> None:
+    engine = CpuEngine(tiny_model, "tiny", max_batch=4, threads=1, kv_capacity_tokens=40)
+    assert engine.kv_capacity_tokens() == 40
+    pulled: list[int] = []
+
+    def stream():
+        for i in range(4):
+            pulled.append(i)
+            yield GenRequest(i, prompts(1, 3 * i)[0], SamplingParams(max_tokens=10, temperature=0.0))
+
+    first = next(engine.generate(stream()))
+    assert first.key in (0, 1) and pulled == [0, 1, 2]  # 2 is pulled but waits: 15 + 15 + 15 tokens > 40
+
+
+def test_smollm2_knows_paris(smollm2_checkpoint: Path) -> None:
+    engine = CpuEngine(smollm2_checkpoint, "SmolLM2-135M-Instruct")
+    tok = load_tokenizer(smollm2_checkpoint)
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}], tokenize=False, add_generation_prompt=True
+    )
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    result = next(engine.generate([GenRequest(0, ids, SamplingParams(max_tokens=30, temperature=0.0))]))
+    assert "Paris" in result.text
+    assert result.finish_reason == "stop"

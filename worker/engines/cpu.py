@@ -1,0 +1,428 @@
+"""A continuous-batching CPU engine for Llama-architecture checkpoints (SmolLM2 by default).
+
+The model runs in a small hand-written forward pass rather than through
+transformers' ``generate`` so that the engine owns its KV cache, which it needs
+for two things the service depends on:
+
+* **per-sequence KV slots**: every running sequence has its own row in one
+  padded buffer, so decode runs the whole batch in one forward pass with an
+  attention mask, each sequence at its own position; a finished sequence's slot
+  is refilled from the request stream at once (continuous batching);
+* **prefix reuse**: the prompt KV of recent requests stays in an LRU cache;
+  a new request copies the KV of its longest cached prompt prefix into its slot
+  and computes only the rest, and reports those tokens as ``cached_tokens``.
+  So the order in which the planner feeds requests changes the engine's speed,
+  exactly as it does on a GPU engine with a radix cache.
+"""
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+
+from core.modelstore import context_length, eos_token_ids, load_tokenizer
+from worker.engines.base import GenRequest, GenResult
+
+# Measured on the 2-core build machine (benchmarks/results/engine.md).
+DEFAULT_THREADS = 2
+DEFAULT_DTYPE = torch.bfloat16
+
+
+class _Llama:
+    """The Llama forward pass over the engine's KV slots (weights only, no cache of its own)."""
+
+    def __init__(self, path: Path, dtype: torch.dtype) -> None:
+        cfg = json.loads((path / "config.json").read_text())
+        if cfg.get("model_type") != "llama":
+            raise ValueError(f"{path}: the CPU engine runs Llama checkpoints, not {cfg.get('model_type')!r}")
+        rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+        if rope.get("rope_type", rope.get("type", "default")) != "default":
+            raise ValueError(f"{path}: unsupported rope scaling {rope}")
+        self.n_layers = cfg["num_hidden_layers"]
+        self.n_heads = cfg["num_attention_heads"]
+        self.n_kv_heads = cfg.get("num_key_value_heads", self.n_heads)
+        self.head_dim = cfg.get("head_dim") or cfg["hidden_size"] // self.n_heads
+        self.eps = cfg["rms_norm_eps"]
+        self.dtype = dtype
+
+        w = {k: v.to(dtype) for k, v in load_file(str(path / "model.safetensors")).items()}
+        self.embed = w["model.embed_tokens.weight"]
+        self.lm_head = w.get("lm_head.weight", self.embed)
+        self.norm = w["model.norm.weight"]
+        self.layers = []
+        for i in range(self.n_layers):
+            p = f"model.layers.{i}."
+            self.layers.append(
+                (
+                    w[p + "input_layernorm.weight"],
+                    # q, k and v (and gate and up) in one matmul each: fewer, larger kernels.
+                    torch.cat([w[p + f"self_attn.{n}_proj.weight"] for n in "qkv"]),
+                    w[p + "self_attn.o_proj.weight"],
+                    w[p + "post_attention_layernorm.weight"],
+                    torch.cat([w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]]),
+                    w[p + "mlp.down_proj.weight"],
+                )
+            )
+        theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
+        inv_freq = 1.0 / theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim)
+        angles = torch.outer(torch.arange(cfg["max_position_embeddings"], dtype=torch.float32), inv_freq)
+        angles = torch.cat([angles, angles], dim=-1)
+        self.cos, self.sin = angles.cos().to(dtype), angles.sin().to(dtype)
+
+    def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        # In float32 like the reference implementation, so bf16 stays close to it.
+        xf = x.float()
+        return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(self.dtype)
+
+    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+        return x * cos + rotated * sin
+
+    def forward(self, ids: torch.Tensor, pos: torch.Tensor, attn: "_Attention") -> torch.Tensor:
+        """Logits (float32) of the last position of each row; ``ids`` and ``pos`` are [B, T]."""
+        B, T = ids.shape
+        H, KH, D = self.n_heads, self.n_kv_heads, self.head_dim
+        x = self.embed[ids]
+        cos, sin = self.cos[pos].unsqueeze(1), self.sin[pos].unsqueeze(1)
+        for i, (ln1, wqkv, wo, ln2, wgu, wdown) in enumerate(self.layers):
+            qkv = F.linear(self._rms(x, ln1), wqkv)
+            q, k, v = qkv.split([H * D, KH * D, KH * D], dim=-1)
+            q = self._rope(q.view(B, T, H, D).transpose(1, 2), cos, sin)
+            k = self._rope(k.view(B, T, KH, D).transpose(1, 2), cos, sin)
+            v = v.view(B, T, KH, D).transpose(1, 2)
+            keys, values = attn.store(i, k, v)
+            o = F.scaled_dot_product_attention(q, keys, values, attn_mask=attn.mask, enable_gqa=H != KH)
+            x = x + F.linear(o.transpose(1, 2).reshape(B, T, H * D), wo)
+            gate, up = F.linear(self._rms(x, ln2), wgu).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, wdown)
+        return F.linear(self._rms(x[:, -1], self.norm), self.lm_head).float()
+
+
+class _KVSlots:
+    """One padded K and V buffer per layer, [slots, kv_heads, capacity, head_dim].
+
+    Running sequences occupy slots 0..n-1 in order (the engine keeps them
+    compact), so a decode step attends over a plain slice of the buffer.
+    The time axis grows on demand up to the model's context length.
+    """
+
+    GROW = 256
+
+    def __init__(self, model: _Llama, slots: int) -> None:
+        self.shape = (slots, model.n_kv_heads, 0, model.head_dim)
+        self.dtype = model.dtype
+        self.k = [torch.zeros(self.shape, dtype=self.dtype) for _ in range(model.n_layers)]
+        self.v = [torch.zeros(self.shape, dtype=self.dtype) for _ in range(model.n_layers)]
+
+    def reserve(self, length: int) -> None:
+        """Make room for sequences of up to ``length`` tokens."""
+        cap = self.k[0].shape[2]
+        if length <= cap:
+            return
+        new_cap = -(-length // self.GROW) * self.GROW
+        shape = (*self.shape[:2], new_cap, self.shape[3])
+        for bufs in (self.k, self.v):
+            for i, old in enumerate(bufs):
+                bufs[i] = torch.zeros(shape, dtype=self.dtype)
+                bufs[i][:, :, :cap] = old
+
+    def move(self, src: int, dst: int, length: int) -> None:
+        for bufs in (self.k, self.v):
+            for buf in bufs:
+                buf[dst, :, :length] = buf[src, :, :length]
+
+    def read(self, slot: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """A copy of a slot's first ``length`` positions, [layers, kv_heads, length, head_dim]."""
+        return (
+            torch.stack([b[slot, :, :length] for b in self.k]),
+            torch.stack([b[slot, :, :length] for b in self.v]),
+        )
+
+    def write(self, slot: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        n = k.shape[2]
+        for i in range(len(self.k)):
+            self.k[i][slot, :, :n] = k[i]
+            self.v[i][slot, :, :n] = v[i]
+
+
+class _Attention:
+    """Where one forward pass writes its new K/V and which cached positions it attends to."""
+
+    mask: torch.Tensor | None
+
+    def store(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+
+class _Prefill(_Attention):
+    """One sequence in ``slot``: ``n`` new tokens after ``start`` already in the slot."""
+
+    def __init__(self, kv: _KVSlots, slot: int, start: int, n: int) -> None:
+        self.kv, self.slot, self.start, self.end = kv, slot, start, start + n
+        rows = torch.arange(start, self.end).unsqueeze(1)
+        self.mask = None if n == 1 else torch.arange(self.end).unsqueeze(0) <= rows
+
+    def store(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        s = self.slot
+        kb, vb = self.kv.k[layer], self.kv.v[layer]
+        kb[s, :, self.start : self.end] = k[0]
+        vb[s, :, self.start : self.end] = v[0]
+        return kb[s : s + 1, :, : self.end], vb[s : s + 1, :, : self.end]
+
+
+class _Decode(_Attention):
+    """One new token for each of slots 0..n-1, written at each sequence's own length."""
+
+    def __init__(self, kv: _KVSlots, lengths: torch.Tensor) -> None:
+        self.kv, self.lengths = kv, lengths
+        self.rows = torch.arange(len(lengths))
+        self.end = int(lengths.max()) + 1
+        ragged = bool((lengths != lengths[0]).any())
+        self.mask = (torch.arange(self.end) <= lengths.unsqueeze(1)).view(-1, 1, 1, self.end) if ragged else None
+
+    def store(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = len(self.rows)
+        kb, vb = self.kv.k[layer], self.kv.v[layer]
+        kb[self.rows, :, self.lengths] = k[:, :, 0]
+        vb[self.rows, :, self.lengths] = v[:, :, 0]
+        return kb[:n, :, : self.end], vb[:n, :, : self.end]
+
+
+@dataclass
+class _CachedPrompt:
+    ids: torch.Tensor  # [T] int64
+    k: torch.Tensor  # [layers, kv_heads, T, head_dim]
+    v: torch.Tensor
+
+
+class _PrefixCache:
+    """An LRU of prompt KV, looked up by longest common token prefix.
+
+    The KV of position i depends only on tokens 0..i, so any cached prompt that
+    shares its first m tokens with a new one supplies the new one's first m
+    positions. A prompt that extends a cached one replaces it; one that a cached
+    prompt already covers is not stored again.
+    """
+
+    def __init__(self, budget_tokens: int) -> None:
+        self.budget = budget_tokens
+        self.tokens = 0
+        self.entries: OrderedDict[int, _CachedPrompt] = OrderedDict()
+        self._next_id = 0
+
+    def match(self, ids: torch.Tensor) -> tuple[_CachedPrompt | None, int]:
+        best, best_len, best_key = None, 0, None
+        for key, entry in self.entries.items():
+            n = _common_prefix(entry.ids, ids)
+            if n > best_len:
+                best, best_len, best_key = entry, n, key
+        if best_key is not None:
+            self.entries.move_to_end(best_key)
+        return best, best_len
+
+    def insert(self, ids: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        n = len(ids)
+        if n > self.budget:
+            return
+        for key, entry in list(self.entries.items()):
+            common = _common_prefix(entry.ids, ids)
+            if common == n:
+                return
+            if common == len(entry.ids):
+                self._drop(key)
+        self.entries[self._next_id] = _CachedPrompt(ids, k, v)
+        self._next_id += 1
+        self.tokens += n
+        while self.tokens > self.budget:
+            self._drop(next(iter(self.entries)))
+
+    def _drop(self, key: int) -> None:
+        self.tokens -= len(self.entries.pop(key).ids)
+
+
+def _common_prefix(a: torch.Tensor, b: torch.Tensor) -> int:
+    n = min(len(a), len(b))
+    diff = (a[:n] != b[:n]).nonzero()
+    return int(diff[0]) if len(diff) else n
+
+
+@dataclass
+class _Sequence:
+    request: GenRequest
+    generator: torch.Generator
+    cached_tokens: int
+    output: list[int] = field(default_factory=list)
+    text: str | None = None  # set when a stop string cut the output
+    finish_reason: str | None = None
+
+    @property
+    def length(self) -> int:
+        """Tokens in the KV slot once the last sampled token has been fed back."""
+        return len(self.request.input_ids) + len(self.output) - 1
+
+    @property
+    def reserved(self) -> int:
+        return len(self.request.input_ids) + self.request.params.max_tokens
+
+
+class CpuEngine:
+    """The CPU engine: continuous batching over KV slots with prompt-prefix reuse."""
+
+    def __init__(
+        self,
+        model_path: Path,
+        model_name: str,
+        *,
+        max_batch: int = 8,
+        threads: int | None = None,
+        kv_capacity_tokens: int = 32768,
+        prefix_cache_tokens: int = 8192,
+        dtype: torch.dtype = DEFAULT_DTYPE,
+    ) -> None:
+        self.model_name = model_name
+        self.max_batch = max_batch
+        self._capacity = kv_capacity_tokens
+        torch.set_num_threads(threads or DEFAULT_THREADS)
+        model_path = Path(model_path)
+        self.tokenizer = load_tokenizer(model_path)
+        self.eos = set(eos_token_ids(model_path))
+        self.context = context_length(model_path)
+        self.model = _Llama(model_path, dtype)
+        self.kv = _KVSlots(self.model, max_batch)
+        self.prefix_cache = _PrefixCache(prefix_cache_tokens)
+
+    def kv_capacity_tokens(self) -> int:
+        return self._capacity
+
+    def close(self) -> None:
+        self.prefix_cache = _PrefixCache(0)
+        self.kv = _KVSlots(self.model, self.max_batch)
+
+    @torch.inference_mode()
+    def generate(self, requests: Iterable[GenRequest]) -> Iterator[GenResult]:
+        stream = iter(requests)
+        running: list[_Sequence] = []
+        waiting: GenRequest | None = None  # pulled, but did not fit the KV budget yet
+        exhausted = False
+        while True:
+            # Admit: pull only while a slot is free, so the caller can still
+            # filter what has not been pulled.
+            while len(running) < self.max_batch:
+                if waiting is None and not exhausted:
+                    waiting = next(stream, None)
+                    exhausted = waiting is None
+                if waiting is None:
+                    break
+                reserved = sum(s.reserved for s in running)
+                if running and reserved + len(waiting.input_ids) + waiting.params.max_tokens > self._capacity:
+                    break
+                seq = self._admit(waiting, len(running))
+                waiting = None
+                if seq.finish_reason:
+                    yield self._result(seq)
+                else:
+                    running.append(seq)
+            if not running:
+                return
+            self._decode(running)
+            finished = [self._remove(running, i) for i in reversed(range(len(running))) if running[i].finish_reason]
+            for seq in reversed(finished):
+                yield self._result(seq)
+
+    def _admit(self, request: GenRequest, slot: int) -> _Sequence:
+        """Prefill a request into ``slot`` (reusing cached prefix KV) and sample its first token."""
+        ids = request.input_ids
+        if not ids:
+            raise ValueError(f"request {request.key} has an empty prompt")
+        generator = torch.Generator()
+        if request.params.seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(request.params.seed)
+        if request.params.max_tokens <= 0 or len(ids) >= self.context:
+            return _Sequence(request, generator, 0, finish_reason="length")
+        prompt = torch.tensor(ids, dtype=torch.long)
+        entry, common = self.prefix_cache.match(prompt)
+        cached = min(common, len(ids) - 1)  # the last prompt token is always computed, for its logits
+        seq = _Sequence(request, generator, cached)
+        self.kv.reserve(min(len(ids) + request.params.max_tokens, self.context))
+        if cached:
+            self.kv.write(slot, entry.k[:, :, :cached], entry.v[:, :, :cached])
+        new = prompt[cached:].unsqueeze(0)
+        pos = torch.arange(cached, len(ids)).unsqueeze(0)
+        logits = self.model.forward(new, pos, _Prefill(self.kv, slot, cached, new.shape[1]))
+        if common < len(ids):
+            self.prefix_cache.insert(prompt, *self.kv.read(slot, len(ids)))
+        self._append(seq, self._sample([seq], logits)[0])
+        return seq
+
+    def _decode(self, running: list[_Sequence]) -> None:
+        """One decode step for every running sequence, batched."""
+        last = torch.tensor([[s.output[-1]] for s in running], dtype=torch.long)
+        lengths = torch.tensor([s.length for s in running], dtype=torch.long)
+        logits = self.model.forward(last, lengths.unsqueeze(1), _Decode(self.kv, lengths))
+        for seq, token in zip(running, self._sample(running, logits)):
+            self._append(seq, token)
+
+    def _sample(self, seqs: list[_Sequence], logits: torch.Tensor) -> list[int]:
+        """Greedy or temperature/top-p sampling, each row with its own generator."""
+        greedy = logits.argmax(dim=-1).tolist()
+        tokens = []
+        for row, (seq, best) in enumerate(zip(seqs, greedy)):
+            p = seq.request.params
+            if p.temperature <= 0:
+                tokens.append(best)
+                continue
+            probs = torch.softmax(logits[row] / p.temperature, dim=-1)
+            if p.top_p < 1.0:
+                sorted_probs, order = probs.sort(descending=True)
+                outside = sorted_probs.cumsum(0) - sorted_probs > p.top_p
+                probs = probs.scatter(0, order[outside], 0.0)
+            tokens.append(int(torch.multinomial(probs, 1, generator=seq.generator)))
+        return tokens
+
+    def _append(self, seq: _Sequence, token: int) -> None:
+        """Record a sampled token and decide whether the sequence is done."""
+        seq.output.append(token)
+        params = seq.request.params
+        if token in self.eos:
+            seq.finish_reason = "stop"
+            return
+        if params.stop:
+            text = self.tokenizer.decode(seq.output, skip_special_tokens=True)
+            cut = min((i for i in (text.find(s) for s in params.stop if s) if i >= 0), default=-1)
+            if cut >= 0:
+                seq.text = text[:cut]
+                seq.finish_reason = "stop"
+                return
+        if len(seq.output) >= params.max_tokens or len(seq.request.input_ids) + len(seq.output) >= self.context:
+            seq.finish_reason = "length"
+
+    def _remove(self, running: list[_Sequence], i: int) -> _Sequence:
+        """Take sequence i out of the batch, moving the last one into its slot."""
+        seq, last = running[i], len(running) - 1
+        if i != last:
+            self.kv.move(last, i, running[last].length)
+            running[i] = running[last]
+        running.pop()
+        return seq
+
+    def _result(self, seq: _Sequence) -> GenResult:
+        text = seq.text
+        if text is None:
+            text = self.tokenizer.decode(seq.output, skip_special_tokens=True)
+        return GenResult(
+            key=seq.request.key,
+            output_ids=seq.output,
+            text=text,
+            finish_reason=seq.finish_reason,
+            prompt_tokens=len(seq.request.input_ids),
+            cached_tokens=seq.cached_tokens,
+        )
