@@ -1,0 +1,127 @@
+"""A real BlendServe deployment for tests: each role a real process, a real database, a real port."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import openai
+
+ROLES = ("api", "scheduler", "worker")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Deployment:
+    """API + scheduler + worker(s) as separate processes, so a test can kill any one of them."""
+
+    def __init__(self, data_dir: Path, db_url: str, models: str, **env: str) -> None:
+        self.data_dir, self.port = data_dir, free_port()
+        self.env = {**os.environ, "BLENDSERVE_DATA_DIR": str(data_dir), "BLENDSERVE_DATABASE_URL": db_url,
+                    "BLENDSERVE_MODELS": models, "BLENDSERVE_POLL_INTERVAL_S": "0.05",
+                    "BLENDSERVE_PLAN_MAX_WAIT_S": "0.1", "BLENDSERVE_LEASE_SECONDS": "3",
+                    "BLENDSERVE_CHUNK_REQUESTS": "4", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+                    **env}
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs = data_dir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self, role: str, name: str | None = None, *extra: str) -> subprocess.Popen:
+        name = name or role
+        args = [sys.executable, "-m", "blendserve", "--log-level", "INFO", role, *extra]
+        if role == "api":
+            args += ["--port", str(self.port)]
+        log = open(self.logs / f"{name}.log", "ab")
+        p = subprocess.Popen(args, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs[name] = p
+        return p
+
+    def start_all(self) -> "Deployment":
+        for role in ROLES:
+            self.start(role)
+        self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            for name, p in self.procs.items():
+                if p.poll() is not None:
+                    raise RuntimeError(f"{name} exited with {p.returncode}:\n{self.log(name)}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError("API did not come up:\n" + self.log("api"))
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        p = self.procs.pop(name)
+        os.killpg(p.pid, sig)
+        p.wait(30)
+
+    def stop(self) -> None:
+        for name in list(self.procs):
+            p = self.procs[name]
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for name in list(self.procs):
+            try:
+                self.procs.pop(name).wait(20)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def log(self, name: str) -> str:
+        path = self.logs / f"{name}.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+    def client(self, api_key: str = "unused") -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.base_url, api_key=api_key, max_retries=0, timeout=60)
+
+
+def jsonl(rows: list[dict]) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
+def chat_lines(n: int, model: str, max_tokens: int = 8, prefix: str = "", **body) -> list[dict]:
+    return [{"custom_id": f"req-{i}", "method": "POST", "url": "/v1/chat/completions",
+             "body": {"model": model, "max_tokens": max_tokens,
+                      "messages": [{"role": "user", "content": f"{prefix}question {i}"}], **body}}
+            for i in range(n)]
+
+
+TERMINAL = ("completed", "failed", "expired", "cancelled")
+
+
+def wait_batch(client: openai.OpenAI, batch_id: str, timeout: float = 180, until=TERMINAL):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        b = client.batches.retrieve(batch_id)
+        if (b.status in until) if isinstance(until, tuple) else until(b):
+            return b
+        time.sleep(0.2)
+    raise TimeoutError(f"batch {batch_id} still {b.status}: {b.request_counts}")
+
+
+def run_batch(client: openai.OpenAI, rows: list[dict], endpoint: str = "/v1/chat/completions", **kw):
+    f = client.files.create(file=("input.jsonl", jsonl(rows)), purpose="batch")
+    b = client.batches.create(input_file_id=f.id, endpoint=endpoint, completion_window="24h", **kw)
+    return wait_batch(client, b.id)
+
+
+def read_lines(client: openai.OpenAI, file_id: str | None) -> list[dict]:
+    if not file_id:
+        return []
+    return [json.loads(x) for x in client.files.content(file_id).text.splitlines() if x.strip()]
