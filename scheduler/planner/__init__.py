@@ -1,1 +1,17 @@
-"""The BlendServe planner: pure Python + numpy, no I/O (DESIGN.md section 3)."""
+"""The BlendServe planner: pure Python + numpy, no I/O (DESIGN.md section 3).
+
+plan() turns the pending requests of one model into per-rank admission
+orders; warmup_sample() and estimate_output_lengths() supply the output
+lengths it needs; sharing_ratio() scores any order's prefix reuse.
+"""
+from .estimate import estimate_output_lengths, warmup_sample
+from .perf import HARDWARE, MODELS, HardwareProfile, ModelProfile
+from .plan import POLICIES, Plan, plan
+from .sharing import sharing_ratio
+from .tree import NodeTotals, PrefixTree
+from .workload import Workload
+
+__all__ = [
+    "HARDWARE", "MODELS", "POLICIES", "HardwareProfile", "ModelProfile", "NodeTotals", "Plan", "PrefixTree",
+    "Workload", "estimate_output_lengths", "plan", "sharing_ratio", "warmup_sample",
+]

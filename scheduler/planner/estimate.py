@@ -1,0 +1,84 @@
+"""Output lengths are unknown before running: warm-up sampling and per-subtree estimates.
+
+Requests behind the same prompt prefix (one application's system prompt,
+one benchmark's few-shot header) tend to have similar output lengths, so a
+small sample of every subtree, run first, predicts the rest (DESIGN.md: the
+paper found 1% as good as 100%). Sampled requests are real requests: their
+results go to the output file like any other.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .tree import PrefixTree
+from .workload import Workload
+
+
+def warmup_sample(workload: Workload, fraction: float = 0.01, min_subtree: int = 64, seed: int = 0,
+                  tree: PrefixTree | None = None) -> np.ndarray:
+    """Request ids to run first: about `fraction` of every subtree, one at least in any of >= min_subtree.
+
+    One random request out of every consecutive block of 1/fraction requests
+    in prefix-tree order: every subtree is a contiguous range of that order,
+    so each gets its proportional share. Subtrees of at least min_subtree
+    requests that the blocks missed get one random request each.
+    """
+    n = workload.n
+    if n == 0 or fraction <= 0:
+        return np.zeros(0, dtype=np.int64)
+    tree = tree or PrefixTree.build(workload)
+    rng = np.random.default_rng(seed)
+    k = max(1, int(round(1.0 / min(fraction, 1.0))))
+    starts = np.arange(0, n, k, dtype=np.int64)
+    pick = starts + rng.integers(0, k, size=len(starts))
+    pos = pick[pick < n]                          # the last, partial block is sampled in proportion
+
+    hit = np.zeros(n + 1, dtype=np.int64)
+    hit[pos + 1] = 1
+    np.cumsum(hit, out=hit)
+    m = tree.n_internal
+    first, last = tree.first[:m], tree.last[:m]
+    lacking = (tree.count[:m] >= min_subtree) & (hit[last + 1] == hit[first])
+    has_lacking_child = np.zeros(m, dtype=bool)
+    has_lacking_child[tree.parent[1:m][lacking[1:]]] = True
+    minimal = np.flatnonzero(lacking & ~has_lacking_child)
+    extra = first[minimal] + (rng.random(len(minimal)) * tree.count[minimal]).astype(np.int64)
+    return np.sort(tree.order[np.concatenate((pos, extra))])
+
+
+def estimate_output_lengths(workload: Workload, sampled: np.ndarray, observed: np.ndarray, prior: float,
+                            tree: PrefixTree | None = None) -> np.ndarray:
+    """Output length estimate for every request, capped by its max_tokens.
+
+    Sampled requests keep their observed length. Every other request takes
+    the mean of the samples in the smallest prefix subtree that has any (its
+    own subtree first, then the enclosing ones, which hold its siblings);
+    where no shared prefix above it was sampled (only the root is left),
+    `prior`.
+    """
+    n = workload.n
+    tree = tree or PrefixTree.build(workload)
+    sampled = np.asarray(sampled, dtype=np.int64)
+    observed = np.asarray(observed, dtype=np.float64)
+    is_sampled = np.zeros(n, dtype=np.float64)
+    is_sampled[sampled] = 1.0
+    value = np.zeros(n, dtype=np.float64)
+    value[sampled] = observed
+    cnt = tree.subtree_sum(is_sampled)
+    tot = tree.subtree_sum(value)
+    m = tree.n_internal
+    # nearest node at or above each node (below the root) holding samples: pointer doubling
+    near = np.where(cnt[:m] > 0, np.arange(m), tree.parent[:m])
+    near[0] = 0
+    while True:
+        nxt = np.where(cnt[near] > 0, near, near[near])
+        nxt[near == 0] = 0
+        if np.array_equal(nxt, near):
+            break
+        near = nxt
+    holder = near[tree.parent[m:]]
+    est_lex = np.where(holder > 0, tot[holder] / np.maximum(cnt[holder], 1.0), float(prior))
+    est = np.empty(n, dtype=np.float64)
+    est[tree.order] = est_lex
+    est[sampled] = observed
+    return np.minimum(est, workload.max_tokens.astype(np.float64))

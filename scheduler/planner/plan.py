@@ -1,0 +1,153 @@
+"""plan(): from pending requests to per-rank admission orders, for BlendServe and the baselines.
+
+BlendServe (DESIGN.md section 3): prefix tree -> layer-wise sort by density
+-> conditional node split -> re-sort -> dual scan with memory R x M over all
+ranks -> contiguous pieces of equal estimated time per rank -> a dual scan of
+each piece with the rank's own memory M. The baselines share the tree (for
+the sharing figure) and the partition.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import baselines, perf
+from .dualscan import dual_scan
+from .lexsort import sort_prompts
+from .partition import partition, piece_seconds
+from .sharing import shared_prefix_tokens
+from .split import split
+from .tree import NodeTotals, PrefixTree, layout
+from .workload import Workload
+
+POLICIES = ("fcfs", "dfs", "balance", "blendserve")
+PRIOR_OUTPUT_TOKENS = 256
+
+
+@dataclass
+class Plan:
+    order: np.ndarray              # int64 permutation of range(n): the admission order (rank-major when ranks>1)
+    rank_orders: list[np.ndarray]  # per data-parallel rank, contiguous pieces of equal estimated time
+    sharing_ratio: float           # fraction of prompt tokens an unbounded prefix cache need not recompute (per rank)
+    stats: dict = field(default_factory=dict)   # plan_seconds per phase, split figures, rank balance
+
+
+class _Clock:
+    """Seconds per phase, for Plan.stats['plan_seconds']."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._t
+        self._t = now
+
+
+def _blend(tree: PrefixTree, totals: NodeTotals, per_request, kv: np.ndarray, d: np.ndarray,
+           capacity: float, ranks: int, split_budget: float, clock: _Clock, stats: dict):
+    """BlendServe's leaf sequence and its dual scan over all ranks' memory."""
+    s = split(tree, totals, per_request, budget_fraction=split_budget)
+    stats.update(split_cut_nodes=int(len(s.cut)), split_moved_leaves=s.moved_leaves,
+                 split_recompute_tokens=s.recompute_tokens, split_budget_tokens=s.budget_tokens)
+    clock.lap("split")
+    seq, _ = layout(s.parent, s.totals.rho, s.totals.count, tree.n_internal)
+    req = tree.order[seq]
+    shared = np.zeros(len(seq), dtype=np.int64)
+    if len(seq) > 1:
+        shared[1:] = tree.lcp_between(seq[:-1], seq[1:])
+    rho_t = float(s.totals.rho[0])
+    stats["rho_root"] = rho_t
+    clock.lap("layout")
+    comp, mem, p = per_request
+    scan = dual_scan(comp[req], mem[req], p[req], shared, kv[req], d[req], capacity * ranks, rho_t)
+    stats["left_fraction"] = float(np.mean(scan.side == 0)) if len(scan.side) else 0.0
+    clock.lap("dual_scan")
+    return req, shared, scan
+
+
+def _rescan(req: np.ndarray, positions: np.ndarray, tree_lcp, per_request, kv, d, capacity) -> np.ndarray:
+    """Dual scan of one rank's piece with that rank's memory; positions index the leaf sequence."""
+    positions = np.sort(positions)
+    r = req[positions]
+    shared = np.zeros(len(r), dtype=np.int64)
+    if len(r) > 1:
+        shared[1:] = tree_lcp(positions[:-1], positions[1:])
+    comp, mem, p = per_request
+    tok = float(p[r].sum())
+    rho_t = float(perf.density(comp[r].sum(), mem[r].sum(), shared.sum() / tok if tok > 0 else 0.0))
+    scan = dual_scan(comp[r], mem[r], p[r], shared, kv[r], d[r], capacity, rho_t)
+    return r[scan.order]
+
+
+def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile, policy: str = "blendserve", *,
+         kv_capacity_bytes: float | None = None, ranks: int = 1, split_budget: float = 0.01,
+         seed: int = 0) -> Plan:
+    """Admission order(s) for the pending requests of one model under `policy`.
+
+    Output lengths come from workload.output_len (estimates are fine); where
+    it is None a prior of min(max_tokens, 256) is used. kv_capacity_bytes is
+    one rank's KV memory, by default 90% of the device less the weights.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+    if ranks < 1:
+        raise ValueError("ranks must be >= 1")
+    if kv_capacity_bytes is None:
+        kv_capacity_bytes = hw.memory_bytes * 0.9 - model.weight_bytes()
+    if kv_capacity_bytes <= 0:
+        raise ValueError(f"{model.name} does not fit {hw.name}: pass kv_capacity_bytes for a TP group")
+    clock = _Clock()
+    n = workload.n
+    p = workload.prompt_lens().astype(np.float64)
+    d = workload.output_len if workload.output_len is not None \
+        else np.minimum(workload.max_tokens, PRIOR_OUTPUT_TOKENS).astype(np.float64)
+    d = np.minimum(d, workload.max_tokens)
+    comp = perf.comp_time(p, d, model, hw)
+    mem = perf.mem_time(p, d, model, hw)
+    kv = perf.kv_bytes_held(p, d, model)
+    per_request = (comp, mem, p)
+    stats: dict = {"policy": policy, "requests": n, "ranks": ranks, "kv_capacity_bytes": float(kv_capacity_bytes)}
+
+    order_lex, lcp = sort_prompts(workload.tokens, workload.offsets)
+    clock.lap("sort")
+    tree = PrefixTree.from_sorted(order_lex, lcp, p[order_lex].astype(np.int64))
+    totals = NodeTotals.annotate(tree, comp, mem, p)
+    stats["sharing_dfs"] = float(totals.sharing[0]) if n else 0.0
+    clock.lap("tree")
+
+    if policy == "blendserve":
+        req, _, scan = _blend(tree, totals, per_request, kv, d, kv_capacity_bytes, ranks, split_budget, clock, stats)
+        order = req[scan.order]
+    elif policy == "fcfs":
+        order = baselines.fcfs(n)
+    elif policy == "dfs":
+        order = baselines.dfs(tree)
+    else:
+        order = baselines.balance(n, seed)
+
+    # Per-request time with the prefix each reuses in this order, for an even cut.
+    reused = shared_prefix_tokens(tree, order)
+    comp_eff = perf.comp_time(p[order] - reused, d[order], model, hw)
+    cuts = partition(comp_eff, mem[order], ranks)
+    pieces = [order[cuts[r]:cuts[r + 1]] for r in range(ranks)]
+    if policy == "blendserve" and ranks > 1:
+        where = np.empty(n, dtype=np.int64)
+        where[req] = np.arange(n, dtype=np.int64)
+        pieces = [_rescan(req, where[piece], tree.lcp_between, per_request, kv, d, kv_capacity_bytes)
+                  for piece in pieces]
+    rank_seconds = piece_seconds(comp_eff, mem[order], cuts)
+    stats["rank_est_seconds"] = rank_seconds.tolist()
+    stats["rank_imbalance"] = float(rank_seconds.max() / rank_seconds.mean() - 1.0) if n and ranks > 1 else 0.0
+    clock.lap("partition")
+
+    total_tokens = float(p.sum())
+    shared = sum(float(shared_prefix_tokens(tree, piece).sum()) for piece in pieces)
+    sharing = shared / total_tokens if total_tokens > 0 else 0.0
+    clock.lap("sharing")
+    stats["plan_seconds"] = dict(clock.seconds, total=sum(clock.seconds.values()))
+    full = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    return Plan(full.astype(np.int64), [pc.astype(np.int64) for pc in pieces], sharing, stats)
