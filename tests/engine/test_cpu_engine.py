@@ -143,3 +143,29 @@ def test_smollm2_knows_paris(smollm2_checkpoint: Path) -> None:
     result = next(engine.generate([GenRequest(0, ids, SamplingParams(max_tokens=30, temperature=0.0))]))
     assert "Paris" in result.text
     assert result.finish_reason == "stop"
+
+
+def test_prefix_tree_shares_and_splits(tiny_model: Path) -> None:
+    """Prompts that branch at different depths each reuse exactly their common prefix, and stay correct."""
+    base = prompts(8)[7][:24]
+    tree = [base + [40, 41], base + [50, 51, 52], base[:10] + [60, 61], base[:10] + [60, 70], [90, 91, 92]]
+    engine = CpuEngine(tiny_model, "tiny", max_batch=2, threads=1, dtype=torch.float32)
+    results = run(engine, [GenRequest(i, p, GREEDY) for i, p in enumerate(tree)])
+    assert [results[i].cached_tokens for i in range(5)] == [0, 24, 10, 11, 0]
+    # 26 + 3 more for the second branch, 2 + 1 for the third and fourth, 3 for the last.
+    assert engine.prefix_cache.tokens == 26 + 3 + 2 + 1 + 3
+    for i, p in enumerate(tree):
+        alone = CpuEngine(tiny_model, "tiny", max_batch=1, threads=1, dtype=torch.float32, prefix_cache_tokens=0)
+        assert run(alone, [GenRequest(i, p, GREEDY)])[i].output_ids == results[i].output_ids
+        assert alone.prefix_cache.tokens == 0
+
+
+def test_prefix_cache_evicts_least_recently_used(tiny_model: Path) -> None:
+    engine = CpuEngine(tiny_model, "tiny", max_batch=1, threads=1, prefix_cache_tokens=30)
+    a, b, c = ([base + j for j in range(12)] for base in (10, 100, 200))
+    one = SamplingParams(max_tokens=1, temperature=0.0)
+    run(engine, [GenRequest(0, a, one), GenRequest(1, b, one)])
+    assert run(engine, [GenRequest(2, a + [7], one)])[2].cached_tokens == 12  # touches a
+    run(engine, [GenRequest(3, c, one)])  # 12 + 1 + 12 + 12 > 30: b, the least recently used, goes
+    assert engine.prefix_cache.tokens <= 30
+    assert run(engine, [GenRequest(4, b + [7], one)])[4].cached_tokens == 0

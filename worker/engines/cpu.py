@@ -17,10 +17,9 @@ for two things the service depends on:
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -97,8 +96,7 @@ class _Llama:
             q = self._rope(q.view(B, T, H, D).transpose(1, 2), cos, sin)
             k = self._rope(k.view(B, T, KH, D).transpose(1, 2), cos, sin)
             v = v.view(B, T, KH, D).transpose(1, 2)
-            keys, values = attn.store(i, k, v)
-            o = F.scaled_dot_product_attention(q, keys, values, attn_mask=attn.mask, enable_gqa=H != KH)
+            o = attn.attend(q, *attn.store(i, k, v))
             x = x + F.linear(o.transpose(1, 2).reshape(B, T, H * D), wo)
             gate, up = F.linear(self._rms(x, ln2), wgu).chunk(2, dim=-1)
             x = x + F.linear(F.silu(gate) * up, wdown)
@@ -138,26 +136,29 @@ class _KVSlots:
             for buf in bufs:
                 buf[dst, :, :length] = buf[src, :, :length]
 
-    def read(self, slot: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """A copy of a slot's first ``length`` positions, [layers, kv_heads, length, head_dim]."""
+    def read(self, slot: int, start: int, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """A copy of a slot's positions start..end-1, [layers, kv_heads, end - start, head_dim]."""
         return (
-            torch.stack([b[slot, :, :length] for b in self.k]),
-            torch.stack([b[slot, :, :length] for b in self.v]),
+            torch.stack([b[slot, :, start:end] for b in self.k]),
+            torch.stack([b[slot, :, start:end] for b in self.v]),
         )
 
-    def write(self, slot: int, k: torch.Tensor, v: torch.Tensor) -> None:
-        n = k.shape[2]
+    def write(self, slot: int, start: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Copy [layers, kv_heads, n, head_dim] K/V into a slot at positions start..start+n-1."""
+        end = start + k.shape[2]
         for i in range(len(self.k)):
-            self.k[i][slot, :, :n] = k[i]
-            self.v[i][slot, :, :n] = v[i]
+            self.k[i][slot, :, start:end] = k[i]
+            self.v[i][slot, :, start:end] = v[i]
 
 
 class _Attention:
-    """Where one forward pass writes its new K/V and which cached positions it attends to."""
-
-    mask: torch.Tensor | None
+    """Where one forward pass writes its new K/V, and how it attends to the cached ones."""
 
     def store(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write this pass's K/V ([B, kv_heads, T, head_dim]) into the slots; return what to attend to."""
+        raise NotImplementedError
+
+    def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
 
@@ -176,16 +177,24 @@ class _Prefill(_Attention):
         vb[s, :, self.start : self.end] = v[0]
         return kb[s : s + 1, :, : self.end], vb[s : s + 1, :, : self.end]
 
+    def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=self.mask, enable_gqa=True)
+
 
 class _Decode(_Attention):
-    """One new token for each of slots 0..n-1, written at each sequence's own length."""
+    """One new token for each of slots 0..n-1, written at each sequence's own length.
+
+    Attention is spelt out as two grouped matmuls rather than calling
+    scaled_dot_product_attention: for one query token per row, torch's CPU
+    kernel is several times slower (7x in bfloat16, measured).
+    """
 
     def __init__(self, kv: _KVSlots, lengths: torch.Tensor) -> None:
         self.kv, self.lengths = kv, lengths
         self.rows = torch.arange(len(lengths))
         self.end = int(lengths.max()) + 1
-        ragged = bool((lengths != lengths[0]).any())
-        self.mask = (torch.arange(self.end) <= lengths.unsqueeze(1)).view(-1, 1, 1, self.end) if ragged else None
+        padding = torch.arange(self.end) > lengths.unsqueeze(1)
+        self.bias = torch.zeros(padding.shape).masked_fill_(padding, float("-inf")).view(-1, 1, 1, self.end)
 
     def store(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n = len(self.rows)
@@ -194,57 +203,105 @@ class _Decode(_Attention):
         vb[self.rows, :, self.lengths] = v[:, :, 0]
         return kb[:n, :, : self.end], vb[:n, :, : self.end]
 
+    def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        n, heads, _, dim = q.shape
+        kv_heads = keys.shape[1]
+        grouped = q.view(n, kv_heads, heads // kv_heads, dim)  # query head h reads kv head h // group
+        scores = (grouped @ keys.transpose(-1, -2)).float() * dim**-0.5 + self.bias
+        out = torch.softmax(scores, dim=-1).to(values.dtype) @ values
+        return out.view(n, heads, 1, dim)
 
-@dataclass
-class _CachedPrompt:
-    ids: torch.Tensor  # [T] int64
-    k: torch.Tensor  # [layers, kv_heads, T, head_dim]
-    v: torch.Tensor
+
+class _Node:
+    """A radix-tree node: a run of prompt tokens and their KV, [layers, kv_heads, len, head_dim]."""
+
+    def __init__(self, ids: torch.Tensor, k: torch.Tensor, v: torch.Tensor, parent: "_Node | None") -> None:
+        self.ids, self.k, self.v, self.parent = ids, k, v, parent
+        self.children: dict[int, _Node] = {}
+        self.used = 0
+
+    def split(self, n: int) -> None:
+        """Keep the first n tokens here and move the rest into a single child.
+
+        Both halves are copies, so evicting one frees its memory.
+        """
+        tail = _Node(self.ids[n:].clone(), self.k[:, :, n:].clone(), self.v[:, :, n:].clone(), self)
+        tail.children, tail.used = self.children, self.used
+        for child in tail.children.values():
+            child.parent = tail
+        self.ids, self.k, self.v = self.ids[:n].clone(), self.k[:, :, :n].clone(), self.v[:, :, :n].clone()
+        self.children = {int(tail.ids[0]): tail}
 
 
 class _PrefixCache:
-    """An LRU of prompt KV, looked up by longest common token prefix.
+    """A radix tree of prompt KV with least-recently-used eviction of leaves.
 
-    The KV of position i depends only on tokens 0..i, so any cached prompt that
-    shares its first m tokens with a new one supplies the new one's first m
-    positions. A prompt that extends a cached one replaces it; one that a cached
-    prompt already covers is not stored again.
+    The KV of position i depends only on tokens 0..i, so the KV along a
+    root-to-node path serves any prompt that starts with that path's tokens.
+    A prefix shared by many prompts is stored once, so a few-shot prefix
+    followed by many questions costs its length plus the questions' lengths.
     """
 
     def __init__(self, budget_tokens: int) -> None:
         self.budget = budget_tokens
         self.tokens = 0
-        self.entries: OrderedDict[int, _CachedPrompt] = OrderedDict()
-        self._next_id = 0
+        self.clock = 0
+        empty = torch.empty(0)
+        self.root = _Node(torch.empty(0, dtype=torch.long), empty, empty, None)
 
-    def match(self, ids: torch.Tensor) -> tuple[_CachedPrompt | None, int]:
-        best, best_len, best_key = None, 0, None
-        for key, entry in self.entries.items():
-            n = _common_prefix(entry.ids, ids)
-            if n > best_len:
-                best, best_len, best_key = entry, n, key
-        if best_key is not None:
-            self.entries.move_to_end(best_key)
-        return best, best_len
-
-    def insert(self, ids: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        n = len(ids)
-        if n > self.budget:
-            return
-        for key, entry in list(self.entries.items()):
-            common = _common_prefix(entry.ids, ids)
-            if common == n:
+    def _walk(self, ids: torch.Tensor) -> Iterator[tuple[_Node, int]]:
+        """Yield (node, tokens of it matched) along the longest cached prefix of ids."""
+        node, pos = self.root, 0
+        while pos < len(ids) and (child := node.children.get(int(ids[pos]))) is not None:
+            n = _common_prefix(child.ids, ids[pos:])
+            yield child, n
+            if n < len(child.ids):
                 return
-            if common == len(entry.ids):
-                self._drop(key)
-        self.entries[self._next_id] = _CachedPrompt(ids, k, v)
-        self._next_id += 1
-        self.tokens += n
-        while self.tokens > self.budget:
-            self._drop(next(iter(self.entries)))
+            node, pos = child, pos + n
 
-    def _drop(self, key: int) -> None:
-        self.tokens -= len(self.entries.pop(key).ids)
+    def match(self, ids: torch.Tensor, limit: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """KV segments for the longest cached prefix of ids, at most ``limit`` tokens long."""
+        self.clock += 1
+        segments, pos = [], 0
+        for node, n in self._walk(ids):
+            n = min(n, limit - pos)
+            if n <= 0:
+                break
+            node.used = self.clock
+            segments.append((node.k[:, :, :n], node.v[:, :, :n]))
+            pos += n
+        return segments
+
+    def insert(self, ids: torch.Tensor, read: Callable[[int], tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Cache a prompt; ``read(start)`` returns the prompt's KV from position start on."""
+        if len(ids) > self.budget:
+            return
+        self.clock += 1
+        node, pos = self.root, 0
+        for child, n in self._walk(ids):
+            if n < len(child.ids):
+                child.split(n)
+            child.used = self.clock
+            node, pos = child, pos + n
+        if pos < len(ids):
+            k, v = read(pos)
+            leaf = _Node(ids[pos:], k, v, node)
+            leaf.used = self.clock
+            node.children[int(ids[pos])] = leaf
+            self.tokens += len(leaf.ids)
+        while self.tokens > self.budget:
+            self._evict()
+
+    def _evict(self) -> None:
+        leaves, stack = [], [self.root]
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children.values())
+            if not node.children and node is not self.root:
+                leaves.append(node)
+        oldest = min(leaves, key=lambda leaf: leaf.used)
+        del oldest.parent.children[int(oldest.ids[0])]
+        self.tokens -= len(oldest.ids)
 
 
 def _common_prefix(a: torch.Tensor, b: torch.Tensor) -> int:
@@ -348,18 +405,18 @@ class CpuEngine:
             generator.manual_seed(request.params.seed)
         if request.params.max_tokens <= 0 or len(ids) >= self.context:
             return _Sequence(request, generator, 0, finish_reason="length")
-        prompt = torch.tensor(ids, dtype=torch.long)
-        entry, common = self.prefix_cache.match(prompt)
-        cached = min(common, len(ids) - 1)  # the last prompt token is always computed, for its logits
-        seq = _Sequence(request, generator, cached)
         self.kv.reserve(min(len(ids) + request.params.max_tokens, self.context))
-        if cached:
-            self.kv.write(slot, entry.k[:, :, :cached], entry.v[:, :, :cached])
+        prompt = torch.tensor(ids, dtype=torch.long)
+        # The last prompt token is always computed: its logits give the first output token.
+        cached = 0
+        for k, v in self.prefix_cache.match(prompt, limit=len(ids) - 1):
+            self.kv.write(slot, cached, k, v)
+            cached += k.shape[2]
+        seq = _Sequence(request, generator, cached)
         new = prompt[cached:].unsqueeze(0)
         pos = torch.arange(cached, len(ids)).unsqueeze(0)
         logits = self.model.forward(new, pos, _Prefill(self.kv, slot, cached, new.shape[1]))
-        if common < len(ids):
-            self.prefix_cache.insert(prompt, *self.kv.read(slot, len(ids)))
+        self.prefix_cache.insert(prompt, lambda start: self.kv.read(slot, start, len(ids)))
         self._append(seq, self._sample([seq], logits)[0])
         return seq
 
