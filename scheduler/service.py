@@ -45,12 +45,9 @@ class Scheduler:
         self.sessions = make_sessionmaker(make_engine(settings.db_url))
         self.store = FileStore(settings.files_dir)
         self.policy = policy_for(settings.planner)
-        self._models: dict[str, ModelInfo] | None = None
+        self._models = {n: model_info(n, p) for n, p in model_paths(settings).items()}
 
     def models(self) -> dict[str, ModelInfo]:
-        """Tokenizers load on first need, so a scheduler with nothing to validate starts at once."""
-        if self._models is None:
-            self._models = {n: model_info(n, p) for n, p in model_paths(self.settings).items()}
         return self._models
 
     def tick(self) -> None:

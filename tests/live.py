@@ -10,10 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import openai
 
 ROLES = ("api", "scheduler", "worker")
+READY = {"api": "Uvicorn running", "scheduler": "scheduler running", "worker": "serving"}
 
 
 def free_port() -> int:
@@ -33,6 +33,8 @@ class Deployment:
                     "BLENDSERVE_CHUNK_REQUESTS": "4", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                     **env}
         self.procs: dict[str, subprocess.Popen] = {}
+        self.roles: dict[str, str] = {}
+        self.offsets: dict[str, int] = {}   # where each process's part of its (appended) log begins
         self.logs = data_dir / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
@@ -43,8 +45,9 @@ class Deployment:
         if role == "api":
             args += ["--port", str(self.port)]
         log = open(self.logs / f"{name}.log", "ab")
+        self.offsets[name] = log.tell()
         p = subprocess.Popen(args, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self.procs[name] = p
+        self.procs[name], self.roles[name] = p, role
         return p
 
     def start_all(self) -> "Deployment":
@@ -54,18 +57,18 @@ class Deployment:
         return self
 
     def wait_ready(self, timeout: float = 120) -> None:
+        """Every started role has said it is running (a batch created earlier could expire unseen)."""
         deadline = time.time() + timeout
-        while time.time() < deadline:
-            for name, p in self.procs.items():
-                if p.poll() is not None:
-                    raise RuntimeError(f"{name} exited with {p.returncode}:\n{self.log(name)}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise TimeoutError("API did not come up:\n" + self.log("api"))
+        waiting = set(self.procs)
+        while waiting and time.time() < deadline:
+            for name in list(waiting):
+                if self.procs[name].poll() is not None:
+                    raise RuntimeError(f"{name} exited with {self.procs[name].returncode}:\n{self.log(name)}")
+                if READY[self.roles[name]] in self.log(name, tail=None)[self.offsets[name]:]:
+                    waiting.discard(name)
+            time.sleep(0.1)
+        if waiting:
+            raise TimeoutError(f"{sorted(waiting)} did not come up:\n" + "\n".join(self.log(n) for n in waiting))
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         p = self.procs.pop(name)
@@ -83,9 +86,10 @@ class Deployment:
             except subprocess.TimeoutExpired:
                 pass
 
-    def log(self, name: str) -> str:
+    def log(self, name: str, tail: int | None = 4000) -> str:
         path = self.logs / f"{name}.log"
-        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return text[-tail:] if tail else text
 
     def client(self, api_key: str = "unused") -> openai.OpenAI:
         return openai.OpenAI(base_url=self.base_url, api_key=api_key, max_retries=0, timeout=60)

@@ -46,6 +46,9 @@ class _LiveBatches:
             self.checked = time.time()
         return batch_id in self.live
 
+    def any(self) -> bool:
+        return any(b in self for b in self.batch_ids)
+
 
 class WorkerService:
     def __init__(self, settings: Settings, engine: Engine, engine_kind: str) -> None:
@@ -94,9 +97,13 @@ class WorkerService:
         endpoints = {r.id: r.endpoint for r in rows}
         live = _LiveBatches(self.sessions, {r.batch_id for r in rows})
         t0, n, toks = time.time(), 0, 0
-        for res in self.engine.generate(self._stream(rows, live)):
+        results = self.engine.generate(self._stream(rows, live))
+        for res in results:
             self._write(res, endpoints[res.key])
             n, toks = n + 1, toks + res.prompt_tokens + res.completion_tokens
+            if not live.any():
+                results.close()     # every batch here was cancelled or expired: stop the work in flight
+                break
         if not self.lost.is_set():
             claims.release(self.sessions, chunk_id, self.id)
         dt = time.time() - t0

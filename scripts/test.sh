@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up (first run only) and run the whole test suite, on SQLite and on PostgreSQL
+# (127.0.0.1:5432, database `test`, trust auth; override with BLENDSERVE_TEST_PG).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+export HF_HUB_OFFLINE=1
+exec .venv/bin/python -m pytest -q "$@"
