@@ -24,6 +24,7 @@ from .workload import Workload
 
 POLICIES = ("fcfs", "dfs", "balance", "blendserve")
 PRIOR_OUTPUT_TOKENS = 256
+STEP_TOKENS = 2048      # an engine step's token budget (decodes + chunked prefill), NanoFlow's dense batch
 
 
 @dataclass
@@ -47,7 +48,16 @@ class _Clock:
         self._t = now
 
 
-def _blend(tree: PrefixTree, totals: NodeTotals, per_request, kv: np.ndarray, d: np.ndarray,
+def _scan(r: np.ndarray, shared: np.ndarray, per_request, d: np.ndarray, model: perf.ModelProfile,
+          capacity: float, rho_t: float):
+    """Dual scan of the leaf sequence r (request ids) whose neighbours share `shared` tokens."""
+    comp, mem, p = per_request
+    fresh = p[r] - shared
+    kv = perf.kv_bytes_held(fresh, d[r], model)
+    return dual_scan(comp[r], mem[r], p[r], shared, kv, d[r] + fresh / STEP_TOKENS, capacity, rho_t)
+
+
+def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, model: perf.ModelProfile,
            capacity: float, ranks: int, split_budget: float, clock: _Clock, stats: dict):
     """BlendServe's leaf sequence and its dual scan over all ranks' memory."""
     s = split(tree, totals, per_request, budget_fraction=split_budget)
@@ -62,14 +72,13 @@ def _blend(tree: PrefixTree, totals: NodeTotals, per_request, kv: np.ndarray, d:
     rho_t = float(s.totals.rho[0])
     stats["rho_root"] = rho_t
     clock.lap("layout")
-    comp, mem, p = per_request
-    scan = dual_scan(comp[req], mem[req], p[req], shared, kv[req], d[req], capacity * ranks, rho_t)
+    scan = _scan(req, shared, per_request, d, model, capacity * ranks, rho_t)
     stats["left_fraction"] = float(np.mean(scan.side == 0)) if len(scan.side) else 0.0
     clock.lap("dual_scan")
     return req, shared, scan
 
 
-def _rescan(req: np.ndarray, positions: np.ndarray, tree_lcp, per_request, kv, d, capacity) -> np.ndarray:
+def _rescan(req: np.ndarray, positions: np.ndarray, tree_lcp, per_request, d, model, capacity) -> np.ndarray:
     """Dual scan of one rank's piece with that rank's memory; positions index the leaf sequence."""
     positions = np.sort(positions)
     r = req[positions]
@@ -79,7 +88,7 @@ def _rescan(req: np.ndarray, positions: np.ndarray, tree_lcp, per_request, kv, d
     comp, mem, p = per_request
     tok = float(p[r].sum())
     rho_t = float(perf.density(comp[r].sum(), mem[r].sum(), shared.sum() / tok if tok > 0 else 0.0))
-    scan = dual_scan(comp[r], mem[r], p[r], shared, kv[r], d[r], capacity, rho_t)
+    scan = _scan(r, shared, per_request, d, model, capacity, rho_t)
     return r[scan.order]
 
 
@@ -108,7 +117,6 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     d = np.minimum(d, workload.max_tokens)
     comp = perf.comp_time(p, d, model, hw)
     mem = perf.mem_time(p, d, model, hw)
-    kv = perf.kv_bytes_held(p, d, model)
     per_request = (comp, mem, p)
     stats: dict = {"policy": policy, "requests": n, "ranks": ranks, "kv_capacity_bytes": float(kv_capacity_bytes)}
 
@@ -120,7 +128,7 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     clock.lap("tree")
 
     if policy == "blendserve":
-        req, _, scan = _blend(tree, totals, per_request, kv, d, kv_capacity_bytes, ranks, split_budget, clock, stats)
+        req, _, scan = _blend(tree, totals, per_request, d, model, kv_capacity_bytes, ranks, split_budget, clock, stats)
         order = req[scan.order]
     elif policy == "fcfs":
         order = baselines.fcfs(n)
@@ -137,7 +145,7 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     if policy == "blendserve" and ranks > 1:
         where = np.empty(n, dtype=np.int64)
         where[req] = np.arange(n, dtype=np.int64)
-        pieces = [_rescan(req, where[piece], tree.lcp_between, per_request, kv, d, kv_capacity_bytes)
+        pieces = [_rescan(req, where[piece], tree.lcp_between, per_request, d, model, kv_capacity_bytes)
                   for piece in pieces]
     rank_seconds = piece_seconds(comp_eff, mem[order], cuts)
     stats["rank_est_seconds"] = rank_seconds.tolist()
