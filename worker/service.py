@@ -1,4 +1,9 @@
-"""The worker role: claim a plan chunk, stream it through the engine in plan order, write each result once.
+"""The worker role: claim plan chunks, stream them through the engine in plan order, write each result once.
+
+One engine stream spans consecutive chunks: while the tail of a chunk is still
+decoding, the next chunk is already being admitted, so chunk boundaries never
+drain the engine's running batch. A chunk is released once every request it
+admitted has a result.
 
 Results are written with a guard on the request's status, so a chunk re-run
 after a crash (or by a second worker after a lost lease) never writes a
@@ -11,6 +16,7 @@ import os
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
@@ -29,25 +35,34 @@ from worker.responses import response_body, sampling_params
 log = logging.getLogger("blendserve.worker")
 
 MAX_ATTEMPTS = 3
-LIVE_BATCH = "in_progress"
 
 
 class _LiveBatches:
-    """Which batches may still run; refreshed at most once a second so cancels land between admissions."""
+    """Which batches may still run; re-read at most once a second, so cancels land within about a second."""
 
-    def __init__(self, sessions: sessionmaker[Session], batch_ids: set[str]) -> None:
-        self.sessions, self.batch_ids, self.checked, self.live = sessions, batch_ids, 0.0, set(batch_ids)
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self.sessions, self.ids, self.live, self.checked = sessions, set(), set(), 0.0
+
+    def watch(self, batch_ids: set[str]) -> None:
+        if not batch_ids <= self.ids:
+            self.ids |= batch_ids
+            self.checked = 0.0
 
     def __contains__(self, batch_id: str) -> bool:
         if time.time() - self.checked > 1.0:
             with self.sessions() as s:
                 self.live = set(s.scalars(select(Batch.id).where(
-                    Batch.id.in_(self.batch_ids), Batch.status == LIVE_BATCH, Batch.expires_at > time.time())))
+                    Batch.id.in_(self.ids), Batch.status == "in_progress", Batch.expires_at > time.time())))
             self.checked = time.time()
         return batch_id in self.live
 
-    def any(self) -> bool:
-        return any(b in self for b in self.batch_ids)
+
+@dataclass
+class _Held:
+    """A claimed chunk: how many admitted requests still lack a result, and whether all were admitted."""
+    outstanding: int = 0
+    fed: bool = False
+    lost: bool = False
 
 
 class WorkerService:
@@ -56,8 +71,9 @@ class WorkerService:
         upgrade(settings.db_url)
         self.sessions = make_sessionmaker(make_engine(settings.db_url))
         self.id = new_id("worker_")
-        self.chunk: int | None = None
-        self.lost = threading.Event()
+        self.held: dict[int, _Held] = {}
+        self.meta: dict[int, tuple[int, str, str]] = {}   # request id -> (chunk id, batch id, endpoint)
+        self.live = _LiveBatches(self.sessions)
         now = time.time()
         with self.sessions.begin() as s:
             s.add(Worker(id=self.id, model=engine.model_name, engine=engine_kind, host=socket.gethostname(),
@@ -66,75 +82,101 @@ class WorkerService:
 
     def run(self, stop: threading.Event | None = None) -> None:
         stop = stop or threading.Event()
-        beat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True, name="heartbeat")
-        beat.start()
+        threading.Thread(target=self._heartbeat, args=(stop,), daemon=True, name="heartbeat").start()
         log.info("worker %s serving %s", self.id, self.engine.model_name)
         while not stop.is_set():
             try:
-                cid = claims.claim(self.sessions, self.id, self.engine.model_name, self.settings.lease_seconds)
+                if not self._serve_stream(stop):
+                    stop.wait(self.settings.poll_interval_s)
             except Exception:
-                log.exception("claim failed; retrying")
-                cid = None
-            if cid is None:
-                stop.wait(self.settings.poll_interval_s)
-                continue
-            self.chunk = cid
-            self.lost.clear()
-            try:
-                self.run_chunk(cid)
-            except Exception:
-                log.exception("chunk %d failed", cid)
-                self._fail_if_exhausted(cid)
-            finally:
-                self.chunk = None
+                log.exception("engine stream failed")
+                self._abandon()
 
-    def run_chunk(self, chunk_id: int) -> None:
-        with self.sessions() as s:
-            rows = s.execute(select(Request.id, Request.batch_id, Request.body, Request.prompt_ids,
-                                    Request.max_tokens, Batch.endpoint).join(Batch)
-                             .where(Request.chunk_id == chunk_id, Request.status == "planned")
-                             .order_by(Request.position)).all()
-        endpoints = {r.id: r.endpoint for r in rows}
-        live = _LiveBatches(self.sessions, {r.batch_id for r in rows})
+    def _serve_stream(self, stop: threading.Event) -> bool:
+        """Run one engine stream over as many consecutive chunks as are ready; False if there were none."""
         t0, n, toks = time.time(), 0, 0
-        results = self.engine.generate(self._stream(rows, live))
+        results = self.engine.generate(self._feed(stop), cancelled=self._cancelled)
         for res in results:
-            self._write(res, endpoints[res.key])
+            self._write(res)
             n, toks = n + 1, toks + res.prompt_tokens + res.completion_tokens
-            if not live.any():
-                results.close()     # every batch here was cancelled or expired: stop the work in flight
-                break
-        if not self.lost.is_set():
-            claims.release(self.sessions, chunk_id, self.id)
-        dt = time.time() - t0
-        log.info("chunk %d: %d request(s), %d tokens in %.1fs (%.0f tok/s)", chunk_id, n, toks, dt, toks / max(dt, 1e-9))
+        if n:
+            dt = time.time() - t0
+            log.info("stream: %d request(s), %d tokens in %.1fs (%.0f tok/s)", n, toks, dt, toks / max(dt, 1e-9))
+        return n > 0
 
-    def _stream(self, rows, live: _LiveBatches) -> Iterator[GenRequest]:
-        for r in rows:
-            if self.lost.is_set():
+    def _feed(self, stop: threading.Event) -> Iterator[GenRequest]:
+        """Requests of chunk after chunk in plan order; ends when no chunk is ready (or on stop)."""
+        while not stop.is_set():
+            cid = claims.claim(self.sessions, self.id, self.engine.model_name, self.settings.lease_seconds)
+            if cid is None:
                 return
-            if r.batch_id not in live:
-                continue
-            ids = np.frombuffer(r.prompt_ids, dtype="<i4").tolist()
-            yield GenRequest(key=r.id, input_ids=ids, params=sampling_params(r.body, r.max_tokens))
+            held = self.held[cid] = _Held()
+            with self.sessions() as s:
+                rows = s.execute(select(Request.id, Request.batch_id, Request.body, Request.prompt_ids,
+                                        Request.max_tokens, Batch.endpoint).join(Batch)
+                                 .where(Request.chunk_id == cid, Request.status == "planned")
+                                 .order_by(Request.position)).all()
+            self.live.watch({r.batch_id for r in rows})
+            for r in rows:
+                if held.lost or stop.is_set():
+                    break
+                if r.batch_id not in self.live:
+                    continue
+                self.meta[r.id] = (cid, r.batch_id, r.endpoint)
+                held.outstanding += 1
+                yield GenRequest(key=r.id, input_ids=np.frombuffer(r.prompt_ids, dtype="<i4").tolist(),
+                                 params=sampling_params(r.body, r.max_tokens))
+            held.fed = True
+            self._maybe_release(cid)
 
-    def _write(self, res: GenResult, endpoint: str) -> None:
+    def _cancelled(self, key: int) -> bool:
+        """The engine asks this between steps: drop work whose batch was cancelled or expired.
+
+        True means the engine drops the request without a result, so it is
+        settled here, once.
+        """
+        meta = self.meta.get(key)
+        if meta is None:
+            return True
+        cid, batch_id, _ = meta
+        if batch_id in self.live and not self.held[cid].lost:
+            return False
+        del self.meta[key]
+        self.held[cid].outstanding -= 1
+        self._maybe_release(cid)
+        return True
+
+    def _write(self, res: GenResult) -> None:
+        cid, _, endpoint = self.meta.pop(res.key)
         body = response_body(endpoint, self.engine.model_name, res)
         with self.sessions.begin() as s:
             s.execute(update(Request).where(Request.id == res.key, Request.status == "planned").values(
                 status="completed", response=body, completion_tokens=res.completion_tokens,
                 cached_tokens=res.cached_tokens, finished_at=time.time()))
+        self.held[cid].outstanding -= 1
+        self._maybe_release(cid)
 
-    def _fail_if_exhausted(self, chunk_id: int) -> None:
-        """A chunk that broke the engine MAX_ATTEMPTS times fails its remaining requests instead of looping."""
-        with self.sessions.begin() as s:
-            chunk = s.get(Chunk, chunk_id)
-            if chunk is None or chunk.attempts < MAX_ATTEMPTS:
-                return
-            s.execute(update(Request).where(Request.chunk_id == chunk_id, Request.status == "planned").values(
-                status="failed", finished_at=time.time(),
-                error={"code": "server_error", "message": "The engine failed on this request repeatedly."}))
-            chunk.status = "done"
+    def _maybe_release(self, cid: int) -> None:
+        held = self.held[cid]
+        if held.fed and held.outstanding <= 0:
+            if not held.lost:
+                claims.release(self.sessions, cid, self.id)
+            del self.held[cid]
+
+    def _abandon(self) -> None:
+        """After an engine failure: let leases lapse so the chunks are retried, or fail them after MAX_ATTEMPTS."""
+        for cid in list(self.held):
+            with self.sessions.begin() as s:
+                chunk = s.get(Chunk, cid)
+                if chunk is not None and chunk.attempts >= MAX_ATTEMPTS:
+                    s.execute(update(Request).where(Request.chunk_id == cid, Request.status == "planned").values(
+                        status="failed", finished_at=time.time(),
+                        error={"code": "server_error", "message": "The engine failed on this request repeatedly."}))
+                    chunk.status = "done"
+                elif chunk is not None:
+                    chunk.status, chunk.worker_id = "pending", None
+        self.held.clear()
+        self.meta.clear()
 
     def _heartbeat(self, stop: threading.Event) -> None:
         every = self.settings.lease_seconds / 3
@@ -142,9 +184,9 @@ class WorkerService:
             try:
                 with self.sessions.begin() as s:
                     s.execute(update(Worker).where(Worker.id == self.id).values(heartbeat_at=time.time()))
-                cid = self.chunk
-                if cid is not None and not claims.renew(self.sessions, cid, self.id, self.settings.lease_seconds):
-                    log.warning("lost the lease on chunk %d; stopping it", cid)
-                    self.lost.set()
+                for cid, held in list(self.held.items()):
+                    if not held.lost and not claims.renew(self.sessions, cid, self.id, self.settings.lease_seconds):
+                        log.warning("lost the lease on chunk %d; dropping its unfinished work", cid)
+                        held.lost = True
             except Exception:
                 log.exception("heartbeat failed")

@@ -9,7 +9,7 @@ cancelled while they waited. CPU, SGLang and vLLM engines all implement this.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Literal, Protocol
+from typing import Callable, Iterable, Iterator, Literal, Protocol
 
 
 @dataclass(frozen=True)
@@ -51,11 +51,14 @@ class Engine(Protocol):
         """How many tokens of KV cache the engine can hold at once (for the planner)."""
         ...
 
-    def generate(self, requests: Iterable[GenRequest]) -> Iterator[GenResult]:
+    def generate(self, requests: Iterable[GenRequest],
+                 cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
         """Run requests, admitted in iteration order; yield each result as it finishes.
 
         The engine must not read ahead of what it can admit now, so that the
-        caller can stop or filter the stream between admissions.
+        caller can stop or filter the stream between admissions. Between steps
+        it drops running requests for which `cancelled(key)` is true, without a
+        result (the batch was cancelled or expired, or the claim was lost).
         """
         ...
 
