@@ -1,0 +1,86 @@
+"""plan(): every policy yields a permutation; ranks partition it; BlendServe keeps DFS sharing."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from scheduler.planner import POLICIES, plan, sharing_ratio
+from scheduler.planner.tree import PrefixTree
+from scheduler.planner.workload import Workload
+
+from .strategies import GPU, MODEL, workloads
+
+
+@settings(max_examples=60, deadline=None)
+@given(workloads(max_n=40), st.sampled_from(POLICIES), st.integers(1, 5))
+def test_every_policy_gives_a_permutation_split_into_ranks(w, policy, ranks):
+    pl = plan(w, MODEL, GPU, policy, ranks=ranks, kv_capacity_bytes=float(np.random.default_rng(0).choice([1e8, 6e10])))
+    assert pl.order.dtype == np.int64 and sorted(pl.order.tolist()) == list(range(w.n))
+    assert len(pl.rank_orders) == ranks
+    assert np.concatenate(pl.rank_orders).tolist() == pl.order.tolist()     # rank-major
+    assert 0.0 <= pl.sharing_ratio <= pl.stats["sharing_dfs"] + 1e-12
+    assert set(pl.stats["plan_seconds"]) >= {"sort", "tree", "partition", "total"}
+
+
+def _mixed(n=3000, seed=0):
+    rng = np.random.default_rng(seed)
+    prefixes = [list(rng.integers(0, 50_000, 600)) for _ in range(5)]
+    prompts, outs = [], []
+    for i in range(n):
+        kind = rng.random()
+        if kind < 0.5:     # few-shot questions: long shared prefix, tiny answer
+            prompts.append(prefixes[i % 5] + list(rng.integers(0, 50_000, 80)))
+            outs.append(2)
+        elif kind < 0.9:   # chat
+            prompts.append(list(rng.integers(0, 50_000, 300)))
+            outs.append(300)
+        else:              # long generation
+            prompts.append(list(rng.integers(0, 50_000, 100)))
+            outs.append(6000)
+    return Workload.from_lists(prompts, 8192, outs)
+
+
+def test_baselines_are_what_they_say():
+    w = _mixed(500)
+    assert plan(w, MODEL, GPU, "fcfs").order.tolist() == list(range(w.n))
+    assert plan(w, MODEL, GPU, "dfs").order.tolist() == PrefixTree.build(w).order.tolist()
+    b1, b2 = plan(w, MODEL, GPU, "balance", seed=3), plan(w, MODEL, GPU, "balance", seed=3)
+    assert b1.order.tolist() == b2.order.tolist() != plan(w, MODEL, GPU, "balance", seed=4).order.tolist()
+
+
+def test_blendserve_keeps_dfs_sharing_and_blends():
+    w = _mixed()
+    bs = plan(w, MODEL, GPU, "blendserve")
+    dfs = plan(w, MODEL, GPU, "dfs")
+    assert bs.sharing_ratio >= 0.99 * dfs.sharing_ratio
+    assert bs.sharing_ratio == pytest.approx(sharing_ratio(w, bs.order))
+    assert bs.stats["split_recompute_tokens"] <= bs.stats["split_budget_tokens"]
+    # long generations are spread through the order rather than left to the end as in DFS by density
+    long_pos = np.flatnonzero(w.output_len[bs.order] > 1000) / w.n
+    assert long_pos.min() < 0.1 and long_pos.max() > 0.5
+
+
+def test_data_parallel_ranks_are_balanced_and_lose_little_sharing():
+    w = _mixed()
+    one = plan(w, MODEL, GPU, "blendserve")
+    four = plan(w, MODEL, GPU, "blendserve", ranks=4)
+    assert four.stats["rank_imbalance"] < 0.05
+    assert four.sharing_ratio >= one.sharing_ratio - 4 * 2 * 700 / w.prompt_lens().sum()   # <= 2 paths per cut
+
+
+def test_unknown_output_lengths_use_the_prior_and_bad_arguments_fail():
+    w = Workload.from_lists([[1, 2], [1, 3], [4]], max_tokens=[10, 1000, 1000])
+    assert sorted(plan(w, MODEL, GPU).order.tolist()) == [0, 1, 2]
+    with pytest.raises(ValueError):
+        plan(w, MODEL, GPU, "sjf")
+    with pytest.raises(ValueError):
+        plan(w, MODEL, GPU, ranks=0)
+    big = type(MODEL)("huge", 1e12, 100, 8192)
+    with pytest.raises(ValueError):
+        plan(w, big, GPU)
+
+
+def test_empty_workload():
+    w = Workload.from_lists([], 1, [])
+    for policy in POLICIES:
+        pl = plan(w, MODEL, GPU, policy, ranks=2)
+        assert pl.order.size == 0 and len(pl.rank_orders) == 2 and pl.sharing_ratio == 0.0
