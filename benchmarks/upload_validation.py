@@ -1,0 +1,89 @@
+"""Upload + validation of a large batch file through the real service (SmolLM2 tokenizer).
+
+Measures: upload MB/s (client to API, streamed into the store), validation MB/s
+(in_progress_at - created_at: parse, check, chat template, tokenize, insert rows),
+the whole path's MB/s, and the peak RSS growth of the API and scheduler processes.
+
+    .venv/bin/python benchmarks/upload_validation.py --lines 50000 --mb 200
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from core.config import SMOLLM2
+from tests.live import Deployment, wait_batch
+
+WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge "
+         "boxing matches in distant northern towns ").split()
+
+
+def make_file(path: Path, lines: int, target_bytes: int) -> int:
+    per_line = target_bytes // lines
+    with open(path, "w") as f:
+        for i in range(lines):
+            head = {"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions",
+                    "body": {"model": SMOLLM2, "max_tokens": 16, "messages": [
+                        {"role": "system", "content": "You are a careful summariser."},
+                        {"role": "user", "content": ""}]}}
+            room = per_line - len(json.dumps(head)) - 1
+            text, k = [], i
+            while sum(map(len, text)) + len(text) < room:
+                text.append(WORDS[k % len(WORDS)])
+                k = k * 7 + 3
+            head["body"]["messages"][1]["content"] = " ".join(text)[:room]
+            f.write(json.dumps(head) + "\n")
+    return path.stat().st_size
+
+
+def rss_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lines", type=int, default=50_000)
+    ap.add_argument("--mb", type=float, default=200)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bs-upload-"))
+    src = tmp / "big.jsonl"
+    size = make_file(src, args.lines, int(args.mb * 1e6))
+    from core.served import model_paths
+    from core.config import Settings
+
+    model_dir = model_paths(Settings(data_dir=Path(os.environ.get("BLENDSERVE_BENCH_DATA", "blendserve-data"))))[SMOLLM2]
+    d = Deployment(tmp / "data", "", f"{SMOLLM2}={model_dir}", BLENDSERVE_MAX_FILE_BYTES=str(size + 1))
+    d.start("api")
+    d.start("scheduler")
+    d.wait_ready()
+    try:
+        api, sched = d.procs["api"].pid, d.procs["scheduler"].pid
+        api0, sched0 = rss_kb(api, "VmRSS"), rss_kb(sched, "VmRSS")
+        c = d.client()
+        t0 = time.time()
+        with open(src, "rb") as fh:
+            f = c.files.create(file=("big.jsonl", fh), purpose="batch")
+        t_up = time.time() - t0
+        b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+        b = wait_batch(c, b.id, timeout=3600, until=lambda x: x.status != "validating")
+        t_all = time.time() - t0
+        mb = size / 1e6
+        res = {"bytes": size, "lines": args.lines, "status": b.status, "upload_s": round(t_up, 2),
+               "upload_mb_s": round(mb / t_up, 1), "validation_s": round(t_all - t_up, 2),
+               "validation_mb_s": round(mb / (t_all - t_up), 1), "total_mb_s": round(mb / t_all, 1),
+               "api_peak_rss_growth_mb": round((rss_kb(api, "VmHWM") - api0) / 1024, 1),
+               "scheduler_peak_rss_growth_mb": round((rss_kb(sched, "VmHWM") - sched0) / 1024, 1)}
+        print(json.dumps(res))
+    finally:
+        d.stop()
+
+
+if __name__ == "__main__":
+    main()
