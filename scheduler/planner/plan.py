@@ -1,10 +1,11 @@
 """plan(): from pending requests to per-rank admission orders, for BlendServe and the baselines.
 
 BlendServe (DESIGN.md section 3): prefix tree -> layer-wise sort by density
--> conditional node split -> re-sort -> dual scan with memory R x M over all
-ranks -> contiguous pieces of equal estimated time per rank -> a dual scan of
-each piece with the rank's own memory M. The baselines share the tree (for
-the sharing figure) and the partition.
+-> conditional node split -> re-sort -> one dual scan with the memory of all
+R ranks -> contiguous pieces of equal estimated time, one per rank. Each
+piece is itself an interleaving of the two DFS streams in the proportion the
+scan chose, so a rank runs it as is. The baselines share the tree (for the
+sharing figure) and the partition.
 """
 from __future__ import annotations
 
@@ -48,21 +49,12 @@ class _Clock:
         self._t = now
 
 
-def _scan(r: np.ndarray, shared: np.ndarray, per_request, d: np.ndarray, model: perf.ModelProfile,
-          capacity: float, rho_t: float):
-    """Dual scan of the leaf sequence r (request ids) whose neighbours share `shared` tokens."""
-    comp, mem, p = per_request
-    fresh = p[r] - shared
-    kv = perf.kv_bytes_held(fresh, d[r], model)
-    return dual_scan(comp[r], mem[r], p[r], shared, kv, d[r] + fresh / STEP_TOKENS, capacity, rho_t)
-
-
 def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, model: perf.ModelProfile,
-           capacity: float, ranks: int, split_budget: float, clock: _Clock, stats: dict):
-    """BlendServe's leaf sequence and its dual scan over all ranks' memory."""
+           capacity: float, split_budget: float, clock: _Clock, stats: dict) -> np.ndarray:
+    """BlendServe's admission order: split, re-sort, then dual scan with `capacity` bytes of KV."""
     s = split(tree, totals, per_request, budget_fraction=split_budget)
     stats.update(split_cut_nodes=int(len(s.cut)), split_moved_leaves=s.moved_leaves,
-                 split_recompute_tokens=s.recompute_tokens, split_budget_tokens=s.budget_tokens)
+                 split_recompute_tokens=float(s.recompute_tokens), split_budget_tokens=float(s.budget_tokens))
     clock.lap("split")
     seq, _ = layout(s.parent, s.totals.rho, s.totals.count, tree.n_internal)
     req = tree.order[seq]
@@ -72,24 +64,13 @@ def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, mod
     rho_t = float(s.totals.rho[0])
     stats["rho_root"] = rho_t
     clock.lap("layout")
-    scan = _scan(req, shared, per_request, d, model, capacity * ranks, rho_t)
+    comp, mem, p = per_request
+    fresh = p[req] - shared                    # the part of each prompt the cache does not hold
+    scan = dual_scan(comp[req], mem[req], p[req], shared, perf.kv_bytes_held(fresh, d[req], model),
+                     d[req] + fresh / STEP_TOKENS, capacity, rho_t)
     stats["left_fraction"] = float(np.mean(scan.side == 0)) if len(scan.side) else 0.0
     clock.lap("dual_scan")
-    return req, shared, scan
-
-
-def _rescan(req: np.ndarray, positions: np.ndarray, tree_lcp, per_request, d, model, capacity) -> np.ndarray:
-    """Dual scan of one rank's piece with that rank's memory; positions index the leaf sequence."""
-    positions = np.sort(positions)
-    r = req[positions]
-    shared = np.zeros(len(r), dtype=np.int64)
-    if len(r) > 1:
-        shared[1:] = tree_lcp(positions[:-1], positions[1:])
-    comp, mem, p = per_request
-    tok = float(p[r].sum())
-    rho_t = float(perf.density(comp[r].sum(), mem[r].sum(), shared.sum() / tok if tok > 0 else 0.0))
-    scan = _scan(r, shared, per_request, d, model, capacity, rho_t)
-    return r[scan.order]
+    return req[scan.order]
 
 
 def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile, policy: str = "blendserve", *,
@@ -128,8 +109,7 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     clock.lap("tree")
 
     if policy == "blendserve":
-        req, _, scan = _blend(tree, totals, per_request, d, model, kv_capacity_bytes, ranks, split_budget, clock, stats)
-        order = req[scan.order]
+        order = _blend(tree, totals, per_request, d, model, kv_capacity_bytes * ranks, split_budget, clock, stats)
     elif policy == "fcfs":
         order = baselines.fcfs(n)
     elif policy == "dfs":
@@ -142,11 +122,6 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     comp_eff = perf.comp_time(p[order] - reused, d[order], model, hw)
     cuts = partition(comp_eff, mem[order], ranks)
     pieces = [order[cuts[r]:cuts[r + 1]] for r in range(ranks)]
-    if policy == "blendserve" and ranks > 1:
-        where = np.empty(n, dtype=np.int64)
-        where[req] = np.arange(n, dtype=np.int64)
-        pieces = [_rescan(req, where[piece], tree.lcp_between, per_request, d, model, kv_capacity_bytes)
-                  for piece in pieces]
     rank_seconds = piece_seconds(comp_eff, mem[order], cuts)
     stats["rank_est_seconds"] = rank_seconds.tolist()
     stats["rank_imbalance"] = float(rank_seconds.max() / rank_seconds.mean() - 1.0) if n and ranks > 1 else 0.0
