@@ -79,11 +79,14 @@ def default_kv_capacity_bytes(model: ModelProfile, hw: HardwareProfile) -> float
 
 @dataclass
 class Timeline:
-    """Per step (or per jump of identical decode steps): start, duration, compute and memory seconds."""
+    """Per step (or per jump of identical decode steps): start, duration, compute and memory seconds,
+    KV tokens in use at its end and requests decoding in it."""
     start: np.ndarray
     duration: np.ndarray
     comp: np.ndarray
     mem: np.ndarray
+    kv_tokens: np.ndarray
+    decoding: np.ndarray
 
     def utilisation(self, bins: int = 200) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Bin centres (s) and the time-weighted compute and memory utilisation in each bin.
@@ -107,8 +110,8 @@ class SimResult:
     seconds: float
     prompt_tokens: int
     output_tokens: int            # generated, counted once each
-    computed_prompt_tokens: int   # prompt tokens actually prefilled (cache misses, re-prefills after preemption)
-    recomputed_output_tokens: int # generated tokens prefilled again after a preemption
+    computed_prompt_tokens: int   # prompt tokens prefilled at each request's first admission (cache misses)
+    recomputed_tokens: int        # prompt and generated tokens prefilled again after preemptions
     finished: int
     preemptions: int
     steps: int
@@ -125,7 +128,11 @@ class SimResult:
 
     @property
     def sharing_ratio(self) -> float:
-        """Fraction of prompt tokens the prefix cache saved."""
+        """Fraction of prompt tokens the prefix cache saved at first admission.
+
+        Re-prefills after a preemption are a cost of memory pressure, not of
+        the cache, and are counted in recomputed_tokens instead.
+        """
         return 1.0 - self.computed_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
@@ -176,9 +183,11 @@ class _Engine:
         self.cap = config.capacity(model, hw)
         self.p = w.prompt_lens().tolist()
         self.d = output_lengths(w).tolist()
+        self.watermark = int(config.watermark * self.cap)
         need = w.prompt_lens() + np.asarray(self.d)
-        if w.n and int(need.max()) > self.cap:
-            raise ValueError(f"a request needs {int(need.max())} KV tokens, more than the pool's {self.cap}")
+        if w.n and int(need.max()) > self.cap - self.watermark:
+            raise ValueError(f"a request needs {int(need.max())} KV tokens, more than the "
+                             f"{self.cap - self.watermark} a pool of {self.cap} admits")
         self.node = trie.request_node.tolist()
         self.cache = RadixCache(trie)
         self.queue: deque[tuple[int, int]] = deque((int(r), 0) for r in order)   # (request, generated so far)
@@ -204,13 +213,16 @@ class _Engine:
         now = 0.0
         finished = preemptions = steps = 0
         out_tokens = computed_prompt = recomputed = 0
+        first_admission = [True] * self.n
         peak = 0
         t_start: list[float] = []
         t_dur: list[float] = []
         t_comp: list[float] = []
         t_mem: list[float] = []
+        t_kv: list[int] = []
+        t_dec: list[int] = []
         report_every = max(1, self.n // 200)
-        watermark = int(cfg.watermark * self.cap)
+        watermark = self.watermark
 
         def used() -> int:
             return cache.resident_tokens + priv_a + n_dec * clock + priv_prefill
@@ -271,8 +283,11 @@ class _Engine:
                         break
                 self.queue.popleft()
                 cache.acquire(node, miss, now)
-                computed_prompt += miss_tokens
-                recomputed += gen
+                if first_admission[req]:
+                    first_admission[req] = False
+                    computed_prompt += miss_tokens
+                else:
+                    recomputed += miss_tokens + gen
                 r = _Running(req, node, max(miss_tokens + gen, 1), gen, seq)
                 running[seq] = r
                 seq += 1
@@ -284,6 +299,9 @@ class _Engine:
                 chunk_tokens += c
                 if r.prefill_left == 0:
                     done_prefill.append(r)
+
+            if not running:
+                raise RuntimeError("simulator stalled: nothing running and the queue head cannot be admitted")
 
             # 3. time the step (or a jump of identical decode-only steps)
             k = 1
@@ -304,12 +322,15 @@ class _Engine:
             t_dur.append(dur)
             t_comp.append(comp)
             t_mem.append(mem)
+            t_dec.append(n_dec)
             now += dur
             steps += k
             if n_dec:
                 out_tokens += n_dec * k
                 clock += k
-            peak = max(peak, used())
+            kv_now = used()
+            t_kv.append(kv_now)
+            peak = max(peak, kv_now)
 
             # 4. finishes, then requests whose prefill completed start decoding
             while finish_heap and finish_heap[0][0] <= clock:
@@ -335,10 +356,11 @@ class _Engine:
 
         if self.progress:
             self.progress(1.0)
-        tl = Timeline(np.array(t_start), np.array(t_dur), np.array(t_comp), np.array(t_mem))
+        tl = Timeline(np.array(t_start), np.array(t_dur), np.array(t_comp), np.array(t_mem),
+                      np.array(t_kv, dtype=np.int64), np.array(t_dec, dtype=np.int64))
         return SimResult(
             seconds=now, prompt_tokens=int(sum(self.p)), output_tokens=out_tokens,
-            computed_prompt_tokens=computed_prompt, recomputed_output_tokens=recomputed,
+            computed_prompt_tokens=computed_prompt, recomputed_tokens=recomputed,
             finished=finished, preemptions=preemptions, steps=steps, peak_kv_tokens=peak,
             kv_capacity_tokens=self.cap, comp_seconds=float(tl.comp.sum()), mem_seconds=float(tl.mem.sum()),
             timeline=tl,

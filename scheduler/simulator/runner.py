@@ -1,0 +1,102 @@
+"""Plan a workload under each policy, simulate every order, and score it against the optimum.
+
+The glue between the planner (scheduler.planner.plan) and the simulator; the
+CLI and the benchmarks both call run_workload so they measure the same thing.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from scheduler.planner import Workload, estimate_output_lengths, plan, warmup_sample
+from scheduler.planner.perf import HardwareProfile, ModelProfile
+from scheduler.simulator.engine import EngineConfig, SimResult, output_lengths, simulate
+from scheduler.simulator.optimum import Optimum, optimum
+from scheduler.simulator.prefix import build_prefix_trie, dfs_sharing_ratio
+from scheduler.simulator.workloads import density
+
+LENGTH_MODES = ("estimate", "oracle")
+WARMUP_FRACTION = 0.01
+
+
+@dataclass
+class PolicyRun:
+    policy: str
+    plan_seconds: float
+    plan_sharing: float          # the planner's own figure (unbounded cache)
+    result: SimResult | None     # None with plan_only
+
+
+@dataclass
+class WorkloadRun:
+    name: str
+    requests: int
+    density: float
+    dfs_sharing: float
+    optimum: Optimum
+    runs: dict[str, PolicyRun] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """The issue's JSON shape, plus a few diagnostics (extra keys only)."""
+        policies = {}
+        for name, run in self.runs.items():
+            r = run.result
+            sharing = r.sharing_ratio if r else run.plan_sharing
+            policies[name] = {
+                "tokens_per_s": r.tokens_per_s if r else None,
+                "fraction_of_optimal": r.tokens_per_s / self.optimum.tokens_per_s if r else None,
+                "sharing_ratio": sharing,
+                "sharing_vs_dfs": sharing / self.dfs_sharing if self.dfs_sharing > 0 else 1.0,
+                "plan_seconds": run.plan_seconds,
+                "simulated_seconds": r.seconds if r else None,
+                "preemptions": r.preemptions if r else None,
+                "compute_utilisation": r.comp_seconds / r.seconds if r else None,
+                "memory_utilisation": r.mem_seconds / r.seconds if r else None,
+            }
+        return {"name": self.name, "requests": self.requests, "optimal_tokens_per_s": self.optimum.tokens_per_s,
+                "density": self.density, "dfs_sharing_ratio": self.dfs_sharing, "policies": policies}
+
+
+def _blendserve_estimated(w: Workload, model: ModelProfile, hw: HardwareProfile, kv_bytes: float,
+                          seed: int) -> tuple[np.ndarray, float]:
+    """Warm-up sample first (its true lengths observed), then BlendServe on estimates for the rest."""
+    true = output_lengths(w).astype(np.float64)
+    sample = warmup_sample(w, WARMUP_FRACTION, seed=seed)
+    prior = float(true[sample].mean()) if len(sample) else float(np.mean(np.minimum(w.max_tokens, 256)))
+    est = estimate_output_lengths(w, sample, true[sample], prior)
+    p = plan(Workload(w.tokens, w.offsets, w.max_tokens, est), model, hw, "blendserve",
+             kv_capacity_bytes=kv_bytes, seed=seed)
+    rest = p.order[~np.isin(p.order, sample)]
+    return np.concatenate([sample, rest]), p.sharing_ratio
+
+
+def run_workload(name: str, w: Workload, model: ModelProfile, hw: HardwareProfile, policies: list[str],
+                 config: EngineConfig = EngineConfig(), *, seed: int = 0, plan_only: bool = False,
+                 lengths: str = "estimate",
+                 progress: Callable[[str, float], None] | None = None) -> WorkloadRun:
+    """Plan and simulate w under each policy. `lengths`: what BlendServe plans with (see LENGTH_MODES)."""
+    if lengths not in LENGTH_MODES:
+        raise ValueError(f"lengths must be one of {LENGTH_MODES}")
+    trie = build_prefix_trie(w)
+    s_dfs = dfs_sharing_ratio(w, trie)
+    opt = optimum(w, model, hw, s_dfs)
+    out = WorkloadRun(name, w.n, density(w, s_dfs, model, hw), s_dfs, opt)
+    kv_bytes = config.capacity(model, hw) * model.kv_bytes_per_token
+    truth = Workload(w.tokens, w.offsets, w.max_tokens, output_lengths(w).astype(np.float64))
+    for policy in policies:
+        t0 = time.perf_counter()
+        if policy == "blendserve" and lengths == "estimate":
+            order, plan_sharing = _blendserve_estimated(w, model, hw, kv_bytes, seed)
+        else:
+            p = plan(truth, model, hw, policy, kv_capacity_bytes=kv_bytes, seed=seed)
+            order, plan_sharing = p.order, p.sharing_ratio
+        plan_s = time.perf_counter() - t0
+        result = None
+        if not plan_only:
+            cb = (lambda f, _p=policy: progress(_p, f)) if progress else None
+            result = simulate(w, order, model, hw, config, trie=trie, progress=cb)
+        out.runs[policy] = PolicyRun(policy, plan_s, plan_sharing, result)
+    return out
