@@ -71,36 +71,31 @@ class _Llama:
         theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
         inv_freq = 1.0 / theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim)
         angles = torch.outer(torch.arange(cfg["max_position_embeddings"], dtype=torch.float32), inv_freq)
-        angles = torch.cat([angles, angles], dim=-1)
-        self.cos, self.sin = angles.cos().to(dtype), angles.sin().to(dtype)
-
-    def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        # In float32 like the reference implementation, so bf16 stays close to it.
-        xf = x.float()
-        return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(self.dtype)
-
-    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        half = x.shape[-1] // 2
-        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-        return x * cos + rotated * sin
+        # rotate_half(x) * sin == x.roll(D/2) * sin with the first half of sin negated.
+        self.cos = torch.cat([angles.cos(), angles.cos()], dim=-1).to(dtype)
+        self.sin = torch.cat([-angles.sin(), angles.sin()], dim=-1).to(dtype)
 
     def forward(self, ids: torch.Tensor, pos: torch.Tensor, attn: "_Attention") -> torch.Tensor:
-        """Logits (float32) of the last position of each row; ``ids`` and ``pos`` are [B, T]."""
+        """Logits (float32) of the last position of each row; ``ids`` and ``pos`` are [B, T].
+
+        Few, fused ops per layer: at decode time the matmuls are small, so the
+        per-op overhead of eager torch is a large part of a step.
+        """
         B, T = ids.shape
         H, KH, D = self.n_heads, self.n_kv_heads, self.head_dim
         x = self.embed[ids]
-        cos, sin = self.cos[pos].unsqueeze(1), self.sin[pos].unsqueeze(1)
+        cos, sin = self.cos[pos].unsqueeze(2), self.sin[pos].unsqueeze(2)  # [B, T, 1, D]
         for i, (ln1, wqkv, wo, ln2, wgu, wdown) in enumerate(self.layers):
-            qkv = F.linear(self._rms(x, ln1), wqkv)
-            q, k, v = qkv.split([H * D, KH * D, KH * D], dim=-1)
-            q = self._rope(q.view(B, T, H, D).transpose(1, 2), cos, sin)
-            k = self._rope(k.view(B, T, KH, D).transpose(1, 2), cos, sin)
-            v = v.view(B, T, KH, D).transpose(1, 2)
+            qkv = F.linear(F.rms_norm(x, (x.shape[-1],), ln1, self.eps), wqkv)
+            qk = qkv[..., : (H + KH) * D].view(B, T, H + KH, D)
+            qk = qk * cos + qk.roll(D // 2, dims=-1) * sin  # rotary embedding on q and k at once
+            q, k = qk[:, :, :H].transpose(1, 2), qk[:, :, H:].transpose(1, 2)
+            v = qkv[..., (H + KH) * D :].view(B, T, KH, D).transpose(1, 2)
             o = attn.attend(q, *attn.store(i, k, v))
             x = x + F.linear(o.transpose(1, 2).reshape(B, T, H * D), wo)
-            gate, up = F.linear(self._rms(x, ln2), wgu).chunk(2, dim=-1)
+            gate, up = F.linear(F.rms_norm(x, (x.shape[-1],), ln2, self.eps), wgu).chunk(2, dim=-1)
             x = x + F.linear(F.silu(gate) * up, wdown)
-        return F.linear(self._rms(x[:, -1], self.norm), self.lm_head).float()
+        return F.linear(F.rms_norm(x[:, -1], (x.shape[-1],), self.norm, self.eps), self.lm_head).float()
 
 
 class _KVSlots:
@@ -109,13 +104,16 @@ class _KVSlots:
     Running sequences occupy slots 0..n-1 in order (the engine keeps them
     compact), so a decode step attends over a plain slice of the buffer.
     The time axis grows on demand up to the model's context length.
+    K and V are kept in float32 whatever the weights' dtype: attention reads a
+    strided slice of the buffer, which torch's CPU bmm multiplies in place in
+    float32 but copies first in bfloat16 (a third of a decode step, measured).
     """
 
     GROW = 256
 
     def __init__(self, model: _Llama, slots: int) -> None:
         self.shape = (slots, model.n_kv_heads, 0, model.head_dim)
-        self.dtype = model.dtype
+        self.dtype = torch.float32
         self.k = [torch.zeros(self.shape, dtype=self.dtype) for _ in range(model.n_layers)]
         self.v = [torch.zeros(self.shape, dtype=self.dtype) for _ in range(model.n_layers)]
 
@@ -178,7 +176,8 @@ class _Prefill(_Attention):
         return kb[s : s + 1, :, : self.end], vb[s : s + 1, :, : self.end]
 
     def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        return F.scaled_dot_product_attention(q, keys, values, attn_mask=self.mask, enable_gqa=True)
+        out = F.scaled_dot_product_attention(q.float(), keys, values, attn_mask=self.mask, enable_gqa=True)
+        return out.to(q.dtype)
 
 
 class _Decode(_Attention):
@@ -199,17 +198,17 @@ class _Decode(_Attention):
     def store(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n = len(self.rows)
         kb, vb = self.kv.k[layer], self.kv.v[layer]
-        kb[self.rows, :, self.lengths] = k[:, :, 0]
-        vb[self.rows, :, self.lengths] = v[:, :, 0]
+        kb[self.rows, :, self.lengths] = k[:, :, 0].to(kb.dtype)
+        vb[self.rows, :, self.lengths] = v[:, :, 0].to(vb.dtype)
         return kb[:n, :, : self.end], vb[:n, :, : self.end]
 
     def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         n, heads, _, dim = q.shape
         kv_heads = keys.shape[1]
-        grouped = q.view(n, kv_heads, heads // kv_heads, dim)  # query head h reads kv head h // group
-        scores = (grouped @ keys.transpose(-1, -2)).float() * dim**-0.5 + self.bias
-        out = torch.softmax(scores, dim=-1).to(values.dtype) @ values
-        return out.view(n, heads, 1, dim)
+        grouped = q.float().view(n, kv_heads, heads // kv_heads, dim)  # query head h reads kv head h // group
+        scores = grouped @ keys.transpose(-1, -2) * dim**-0.5 + self.bias
+        out = torch.softmax(scores, dim=-1) @ values
+        return out.view(n, heads, 1, dim).to(q.dtype)
 
 
 class _Node:
@@ -363,7 +362,8 @@ class CpuEngine:
         self.kv = _KVSlots(self.model, self.max_batch)
 
     @torch.inference_mode()
-    def generate(self, requests: Iterable[GenRequest]) -> Iterator[GenResult]:
+    def generate(self, requests: Iterable[GenRequest],
+                 cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
         stream = iter(requests)
         running: list[_Sequence] = []
         waiting: GenRequest | None = None  # pulled, but did not fit the KV budget yet
@@ -386,6 +386,12 @@ class CpuEngine:
                     yield self._result(seq)
                 else:
                     running.append(seq)
+            if cancelled is not None:
+                for i in reversed(range(len(running))):
+                    if cancelled(running[i].request.key):
+                        self._remove(running, i)      # dropped without a result, as the interface says
+                if not running and (waiting is not None or not exhausted):
+                    continue
             if not running:
                 return
             self._decode(running)
