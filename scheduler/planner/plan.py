@@ -124,11 +124,14 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     pieces = [order[cuts[r]:cuts[r + 1]] for r in range(ranks)]
     rank_seconds = piece_seconds(comp_eff, mem[order], cuts)
     stats["rank_est_seconds"] = rank_seconds.tolist()
-    stats["rank_imbalance"] = float(rank_seconds.max() / rank_seconds.mean() - 1.0) if n and ranks > 1 else 0.0
+    mean = float(rank_seconds.mean()) if n else 0.0
+    stats["rank_imbalance"] = float(rank_seconds.max()) / mean - 1.0 if mean > 0 and ranks > 1 else 0.0
     clock.lap("partition")
 
+    # Each rank has its own prefix cache: only requests of the same rank count as earlier.
+    shared = float(reused.sum()) if ranks == 1 else \
+        sum(float(shared_prefix_tokens(tree, piece).sum()) for piece in pieces)
     total_tokens = float(p.sum())
-    shared = sum(float(shared_prefix_tokens(tree, piece).sum()) for piece in pieces)
     sharing = shared / total_tokens if total_tokens > 0 else 0.0
     clock.lap("sharing")
     stats["plan_seconds"] = dict(clock.seconds, total=sum(clock.seconds.values()))
