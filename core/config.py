@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     plan_max_wait_s: float = 1.0              # T_max
     chunk_requests: int = 32                  # requests per plan chunk
     planner: str = "fcfs"                     # fcfs | blendserve
+    hardware: str = ""                        # planner hardware profile; "" = from the workers' engine
+    warmup_fraction: float = 0.01             # share of cold requests run first to learn output lengths
+    urgent_horizon_s: float = 900.0           # batches expiring sooner than this are planned first
 
     lease_seconds: float = 30.0               # a claimed chunk's lease; renewed by the worker's heartbeat
     poll_interval_s: float = 0.2

@@ -93,6 +93,7 @@ class Chunk(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     model: Mapped[str] = mapped_column(String(256))
     seq: Mapped[int] = mapped_column(Integer)          # global plan order
+    rank: Mapped[int | None] = mapped_column(Integer)  # data-parallel rank it was planned for; None = any
     status: Mapped[str] = mapped_column(String(16), default="pending")   # pending | claimed | done
     worker_id: Mapped[str | None] = mapped_column(String(64))
     lease_until: Mapped[float | None] = mapped_column(Float)

@@ -1,87 +1,153 @@
 """Planning rounds: order the unclaimed work of each model and cut it into chunks.
 
-A round starts when unplanned requests reach N_max or the oldest has waited
-T_max (DESIGN.md section 2). It re-plans everything no worker has claimed:
-the pending chunks are dissolved, their requests join the new ones, and the
-policy orders the union. Claimed chunks are never touched.
+A round starts when unplanned requests reach N_max, when the oldest has
+waited T_max (DESIGN.md section 2), or when the policy asks for one (its
+warm-up samples finished, or the set of live workers changed). It re-plans
+everything no worker has claimed: pending chunks are dissolved, their
+requests join the new ones, and the policy orders the union into pieces,
+one per data-parallel rank (or for any rank). Claimed chunks are never touched.
 """
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
-from typing import Protocol, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
 
+import numpy as np
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.config import Settings
-from core.models import Batch, Chunk, Request
+from core.models import Batch, Chunk, Request, Worker
 
 log = logging.getLogger("blendserve.scheduler")
 
 
-@dataclass(frozen=True)
-class PlanItem:
-    id: int
-    batch_created_at: int
-    batch_id: str
-    line: int
-    prompt_tokens: int
-    max_tokens: int
+@dataclass
+class Round:
+    """Everything a policy may use to order one model's unclaimed requests."""
+    model: str
+    ids: np.ndarray               # request ids
+    fresh: np.ndarray             # bool: never planned before (eligible for warm-up)
+    batch_rank: np.ndarray        # FCFS key: position of the request's batch by creation
+    line: np.ndarray
+    expires_at: np.ndarray        # of the request's batch
+    max_tokens: np.ndarray
+    prompts: list[bytes] | None = None          # int32 token ids, when the policy needs them
+    # Recently completed requests of the model (prompts, output tokens): the observed output lengths.
+    history: tuple[list[bytes], np.ndarray] | None = None
+    workers: list[tuple[str, str, int]] = field(default_factory=list)   # live (id, engine, kv tokens)
+
+
+@dataclass
+class Piece:
+    """Consecutive requests (indices into the Round) for one rank, or for any rank when rank is None."""
+    order: np.ndarray
+    rank: int | None = None
 
 
 class Policy(Protocol):
-    def order(self, items: Sequence[PlanItem]) -> list[int]:
-        """Indices into items, in admission order."""
+    needs_prompts: bool
+
+    def pieces(self, r: Round) -> list[Piece]:
+        ...
+
+    def wants_round(self, session: Session, model: str, live_workers: int) -> bool:
+        """Whether to re-plan although no new work arrived."""
         ...
 
 
 class FCFS:
     """File order, batch after batch: what vLLM's run_batch does; the baseline."""
 
-    def order(self, items: Sequence[PlanItem]) -> list[int]:
-        return sorted(range(len(items)), key=lambda i: (items[i].batch_created_at, items[i].batch_id, items[i].line))
+    needs_prompts = False
+
+    def pieces(self, r: Round) -> list[Piece]:
+        return [Piece(np.lexsort((r.line, r.batch_rank)))]
+
+    def wants_round(self, session: Session, model: str, live_workers: int) -> bool:
+        return False
 
 
-def due(session: Session, settings: Settings, now: float) -> bool:
-    """The dynamic-batching rule: enough unplanned work, or the oldest has waited long enough."""
-    count, oldest = session.execute(
-        select(func.count(), func.min(Batch.in_progress_at)).select_from(Request).join(Batch)
-        .where(Request.status == "pending", Batch.status == "in_progress")).one()
-    return count > 0 and (count >= settings.plan_max_requests or now - oldest >= settings.plan_max_wait_s)
+def live_workers(session: Session, model: str, lease_s: float, now: float) -> list[tuple[str, str, int]]:
+    """Workers of a model that heartbeated within a lease, in rank order (oldest first)."""
+    return [tuple(w) for w in session.execute(
+        select(Worker.id, Worker.engine, Worker.kv_capacity_tokens)
+        .where(Worker.model == model, Worker.heartbeat_at >= now - lease_s)
+        .order_by(Worker.started_at, Worker.id)).all()]
+
+
+HISTORY = 4096
+
+
+def _history(session: Session, model: str) -> tuple[list[bytes], np.ndarray]:
+    rows = session.execute(select(Request.prompt_ids, Request.completion_tokens)
+                           .where(Request.model == model, Request.status == "completed")
+                           .order_by(Request.finished_at.desc()).limit(HISTORY)).all()
+    return [r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.float64)
+
+
+def _due_models(session: Session, settings: Settings, policy: Policy, now: float) -> list[str]:
+    rows = session.execute(
+        select(Request.model, func.count(), func.min(Batch.in_progress_at)).join(Batch)
+        .where(Request.status == "pending", Batch.status == "in_progress").group_by(Request.model)).all()
+    due = {m for m, count, oldest in rows
+           if count >= settings.plan_max_requests or now - oldest >= settings.plan_max_wait_s}
+    planned = session.scalars(select(Chunk.model).where(Chunk.status == "pending").distinct()).all()
+    due |= {m for m in planned
+            if policy.wants_round(session, m, len(live_workers(session, m, settings.lease_seconds, now)))}
+    return sorted(due)
 
 
 def plan_round(sessions: sessionmaker[Session], settings: Settings, policy: Policy) -> int:
-    """Run a round if one is due; returns how many requests were (re)planned."""
+    """Run a round for every model that is due; returns how many requests were (re)planned."""
     now = time.time()
+    with sessions() as s:
+        models = _due_models(s, settings, policy, now)
+    return sum(_plan_model(sessions, settings, policy, m, now) for m in models)
+
+
+def _plan_model(sessions: sessionmaker[Session], settings: Settings, policy: Policy, model: str, now: float) -> int:
     with sessions.begin() as s:
-        if not due(s, settings, now):
-            return 0
-        unclaimed = s.scalars(select(Chunk.id).where(Chunk.status == "pending")
+        unclaimed = s.scalars(select(Chunk.id).where(Chunk.model == model, Chunk.status == "pending")
                               .with_for_update(skip_locked=True)).all()
+        cols = [Request.id, Request.status, Batch.created_at, Batch.id, Request.line, Batch.expires_at,
+                Request.max_tokens] + ([Request.prompt_ids] if policy.needs_prompts else [])
         rows = s.execute(
-            select(Request.id, Request.model, Batch.created_at, Batch.id, Request.line, Request.prompt_tokens,
-                   Request.max_tokens).join(Batch)
-            .where(Batch.status == "in_progress",
-                   (Request.status == "pending")
-                   | ((Request.status == "planned") & Request.chunk_id.in_(unclaimed)))).all()
+            select(*cols).join(Batch)
+            .where(Request.model == model, Batch.status == "in_progress",
+                   (Request.status == "pending") | ((Request.status == "planned") & Request.chunk_id.in_(unclaimed)))
+            .order_by(Batch.created_at, Batch.id, Request.line)).all()
         if unclaimed:
             s.execute(delete(Chunk).where(Chunk.id.in_(unclaimed)))
-        by_model: dict[str, list[PlanItem]] = {}
-        for rid, model, created, bid, line, ptok, mtok in rows:
-            by_model.setdefault(model, []).append(PlanItem(rid, created, bid, line, ptok, mtok))
+        if not rows:
+            return 0
+        batch_order = {b: i for i, b in enumerate(dict.fromkeys(r[3] for r in rows))}
+        rnd = Round(model=model, ids=np.array([r[0] for r in rows], dtype=np.int64),
+                    fresh=np.array([r[1] == "pending" for r in rows]),
+                    batch_rank=np.array([batch_order[r[3]] for r in rows]), line=np.array([r[4] for r in rows]),
+                    expires_at=np.array([r[5] for r in rows], dtype=np.float64),
+                    max_tokens=np.array([r[6] for r in rows], dtype=np.int64),
+                    prompts=[r[7] for r in rows] if policy.needs_prompts else None,
+                    history=_history(s, model) if policy.needs_prompts else None,
+                    workers=live_workers(s, model, settings.lease_seconds, now))
+        t0 = time.time()
+        pieces = policy.pieces(rnd)
+        t_plan = time.time() - t0
         seq = (s.scalar(select(func.max(Chunk.seq))) or 0) + 1
-        for model, items in by_model.items():
-            order = policy.order(items)
-            updates = []
-            for start in range(0, len(order), settings.chunk_requests):
-                part = order[start:start + settings.chunk_requests]
-                cid = s.execute(insert(Chunk).values(model=model, seq=seq, status="pending", size=len(part),
-                                                     attempts=0, created_at=now).returning(Chunk.id)).scalar_one()
+        updates = []
+        for piece in pieces:
+            for start in range(0, len(piece.order), settings.chunk_requests):
+                part = piece.order[start:start + settings.chunk_requests]
+                cid = s.execute(insert(Chunk).values(model=model, seq=seq, rank=piece.rank, status="pending",
+                                                     size=len(part), attempts=0, created_at=now)
+                                .returning(Chunk.id)).scalar_one()
                 seq += 1
-                updates += [{"id": items[i].id, "chunk_id": cid, "position": pos, "status": "planned"}
+                updates += [{"id": int(rnd.ids[i]), "chunk_id": cid, "position": pos, "status": "planned"}
                             for pos, i in enumerate(part)]
-            s.execute(update(Request), updates)
-        log.info("planned %d request(s) in %d model(s), %.2fs", len(rows), len(by_model), time.time() - now)
-        return len(rows)
+        assert len(updates) == len(rows), "a policy must place every request exactly once"
+        s.execute(update(Request), updates)
+    log.info("planned %d request(s) of %s in %d piece(s): policy %.2fs, round %.2fs", len(rows), model,
+             len(pieces), t_plan, time.time() - now)
+    return len(rows)

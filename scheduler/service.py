@@ -32,10 +32,15 @@ def model_info(name: str, path) -> ModelInfo:
     )
 
 
-def policy_for(name: str) -> planning.Policy:
-    if name == "fcfs":
+def policy_for(settings: Settings) -> planning.Policy:
+    if settings.planner == "fcfs":
         return planning.FCFS()
-    raise ValueError(f"unknown planner {name!r}")
+    if settings.planner == "blendserve":
+        from scheduler.blend import BlendServe
+
+        return BlendServe(model_paths(settings), hardware=settings.hardware,
+                          warmup_fraction=settings.warmup_fraction, urgent_horizon_s=settings.urgent_horizon_s)
+    raise ValueError(f"unknown planner {settings.planner!r}; choose fcfs or blendserve")
 
 
 class Scheduler:
@@ -44,7 +49,7 @@ class Scheduler:
         upgrade(settings.db_url)
         self.sessions = make_sessionmaker(make_engine(settings.db_url))
         self.store = FileStore(settings.files_dir)
-        self.policy = policy_for(settings.planner)
+        self.policy = policy_for(settings)
         self._models = {n: model_info(n, p) for n, p in model_paths(settings).items()}
 
     def models(self) -> dict[str, ModelInfo]:

@@ -9,20 +9,32 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, case, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.models import Batch, Chunk, Request
+from core.models import Batch, Chunk, Request, Worker
+
+
+def my_rank(session: Session, worker_id: str, model: str, lease_s: float, now: float) -> int | None:
+    """This worker's data-parallel rank: its place among the model's live workers, oldest first
+    (the same rule the planner uses to cut the plan into per-rank pieces)."""
+    live = session.scalars(select(Worker.id).where(Worker.model == model, Worker.heartbeat_at >= now - lease_s)
+                           .order_by(Worker.started_at, Worker.id)).all()
+    return live.index(worker_id) if worker_id in live else None
 
 
 def claim(sessions: sessionmaker[Session], worker_id: str, model: str, lease_s: float) -> int | None:
+    """The next chunk in plan order: chunks for any rank or for this worker's rank first, then
+    (work stealing) the others' chunks, so no worker idles while work is left."""
     now = time.time()
     with sessions.begin() as s:
+        rank = my_rank(s, worker_id, model, lease_s, now)
+        mine = case((or_(Chunk.rank.is_(None), Chunk.rank == rank), 0), else_=1)
         chunk = s.scalars(
             select(Chunk).where(Chunk.model == model,
                                 or_(Chunk.status == "pending",
                                     and_(Chunk.status == "claimed", Chunk.lease_until < now)))
-            .order_by(Chunk.seq).limit(1).with_for_update(skip_locked=True)).first()
+            .order_by(mine, Chunk.seq).limit(1).with_for_update(skip_locked=True)).first()
         if chunk is None:
             return None
         chunk.status, chunk.worker_id, chunk.lease_until = "claimed", worker_id, now + lease_s

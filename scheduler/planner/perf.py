@@ -59,6 +59,8 @@ HARDWARE: dict[str, HardwareProfile] = {
     "a100-80gb": HardwareProfile("a100-80gb", 312e12, 2.039e12, 80e9),
     "h100-sxm": HardwareProfile("h100-sxm", 989e12, 3.35e12, 80e9),
     "h200": HardwareProfile("h200", 989e12, 4.8e12, 141e9),
+    # The 2-core build/CI machine, measured with torch (2048^2 bf16 matmul, 1 GiB tensor copy).
+    "cpu": HardwareProfile("cpu", 7.1e10, 7.5e9, 24e9),
 }
 
 MODELS: dict[str, ModelProfile] = {
