@@ -80,6 +80,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from worker.service import WorkerService
 
     s = _settings(args)
+    if args.tp:
+        s.tp = args.tp
     paths = model_paths(s)
     name = args.model or next(iter(paths))
     path = paths.get(name) or Path(name)
@@ -154,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         if name == "worker":
             p.add_argument("--engine", default="cpu", choices=("cpu", "sglang", "vllm"))
             p.add_argument("--model", help="served model name, or a checkpoint path (GPU engines)")
+            p.add_argument("--tp", type=int, help="tensor-parallel GPUs for this worker (GPU engines)")
     sub.add_parser("simulate", help="the BlendServe planner simulator (see `blendserve simulate --help`)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")

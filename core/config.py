@@ -42,6 +42,7 @@ class Settings(BaseSettings):
 
     cpu_threads: int = 0                      # 0 = the engine's measured default
     cpu_max_batch: int = 8
+    tp: int = 1                               # tensor-parallel GPUs per worker (GPU engines)
 
     @property
     def sqlite_path(self) -> Path:

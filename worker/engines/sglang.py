@@ -1,0 +1,97 @@
+"""SGLang engine for GPU workers: `sglang.Engine` in-process, fed in plan order.
+
+SGLang runs with `schedule_policy="fcfs"` so it admits requests in the order
+we submit them (our plan), and we keep only about two KV caches' worth of
+tokens in flight: enough to keep its running batch full, few enough that the
+plan, not SGLang's queue, decides what runs next. The prompts go in as token
+ids (tokenized once at validation). `sglang` is an optional extra and is
+imported only when this engine is chosen.
+"""
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from worker.engines.base import GenRequest, GenResult
+
+IN_FLIGHT_KV_MULTIPLE = 2.0
+
+
+class SGLangEngine:
+    def __init__(self, model_path: Path, model_name: str, *, tp: int = 1, mem_fraction: float | None = None) -> None:
+        import sglang
+
+        kwargs = {"mem_fraction_static": mem_fraction} if mem_fraction else {}
+        self.model_name = model_name
+        self.engine = sglang.Engine(model_path=str(model_path), tp_size=tp, schedule_policy="fcfs",
+                                    log_level="warning", **kwargs)
+        info = self.engine.get_server_info()
+        self._capacity = int(info.get("max_total_num_tokens") or info["internal_states"][0]["max_total_num_tokens"])
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="sglang-loop")
+        self.thread.start()
+
+    def kv_capacity_tokens(self) -> int:
+        return self._capacity
+
+    def generate(self, requests: Iterable[GenRequest],
+                 cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
+        done: queue.Queue = queue.Queue()
+        flight: dict[int, tuple[asyncio.Future, int]] = {}
+        budget = IN_FLIGHT_KV_MULTIPLE * self._capacity
+        stream, used, waiting = iter(requests), 0, None
+        while True:
+            while True:
+                if waiting is None:
+                    waiting = next(stream, None)
+                if waiting is None:
+                    break
+                cost = len(waiting.input_ids) + waiting.params.max_tokens
+                if flight and used + cost > budget:
+                    break
+                fut = asyncio.run_coroutine_threadsafe(self._one(waiting), self.loop)
+                fut.add_done_callback(lambda f, key=waiting.key: done.put((key, f)))
+                flight[waiting.key] = (fut, cost)
+                used += cost
+                waiting = None
+            if not flight:
+                return
+            try:
+                key, fut = done.get(timeout=1.0)
+            except queue.Empty:
+                key = None
+            if key is not None and key in flight:
+                used -= flight.pop(key)[1]
+                if not fut.cancelled() and fut.exception() is None and fut.result() is not None:
+                    yield fut.result()
+                elif not fut.cancelled() and fut.exception() is not None:
+                    raise fut.exception()
+            if cancelled is not None:
+                for k in [k for k in flight if cancelled(k)]:
+                    fut, cost = flight.pop(k)
+                    fut.cancel()          # cancelling the task makes SGLang abort the request
+                    used -= cost
+
+    async def _one(self, r: GenRequest) -> GenResult | None:
+        p = r.params
+        params = {"max_new_tokens": p.max_tokens, "temperature": p.temperature, "top_p": p.top_p,
+                  "stop": list(p.stop) or None}
+        if p.seed is not None:
+            params["sampling_seed"] = p.seed
+        out = await self.engine.async_generate(input_ids=r.input_ids, sampling_params=params)
+        meta = out["meta_info"]
+        reason = (meta.get("finish_reason") or {}).get("type")
+        if reason == "abort":
+            return None
+        res = GenResult(key=r.key, output_ids=list(out.get("output_ids") or []), text=out["text"],
+                        finish_reason="length" if reason == "length" else "stop",
+                        prompt_tokens=meta["prompt_tokens"], cached_tokens=meta.get("cached_tokens", 0))
+        res.completion_tokens = meta["completion_tokens"]
+        return res
+
+    def close(self) -> None:
+        self.engine.shutdown()
+        self.loop.call_soon_threadsafe(self.loop.stop)
