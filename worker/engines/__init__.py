@@ -20,4 +20,8 @@ def load_engine(kind: str, model_path: Path, model_name: str, settings: Settings
         from worker.engines.sglang import SGLangEngine
 
         return SGLangEngine(model_path, model_name, tp=settings.tp)
+    if kind == "vllm":
+        from worker.engines.vllm import VllmEngine
+
+        return VllmEngine(model_path, model_name)
     raise ValueError(f"engine {kind!r} is not available; choose one of {ENGINES}")

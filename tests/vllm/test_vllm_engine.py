@@ -1,0 +1,92 @@
+"""The vLLM engine on SmolLM2 (CPU): greedy output, prefix-cache hits, finish reasons, lazy admission, cancel."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.modelstore import load_tokenizer
+from worker.engines.base import GenRequest, GenResult, SamplingParams
+from worker.engines.vllm import VllmEngine
+
+from tests.vllm.conftest import OPTIONS
+
+GREEDY = SamplingParams(max_tokens=24, temperature=0.0)
+SYSTEM = ("You are a careful assistant for a school. Answer every question in one short sentence, "
+          "with no preamble, no lists and no follow-up questions. ") * 6
+
+
+def chat_ids(path: Path, question: str, system: str = "You are a helpful assistant.") -> list[int]:
+    tok = load_tokenizer(path)
+    text = tok.apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": question}],
+                                   add_generation_prompt=True, tokenize=False)
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def run(engine: VllmEngine, requests: list[GenRequest], **kw) -> dict[int, GenResult]:
+    return {r.key: r for r in engine.generate(requests, **kw)}
+
+
+def test_greedy_output_and_finish_reasons(engine: VllmEngine, smollm2_checkpoint: Path) -> None:
+    assert engine.kv_capacity_tokens() > 10_000
+    paris = chat_ids(smollm2_checkpoint, "What is the capital of France?")
+    out = run(engine, [GenRequest(1, paris, SamplingParams(max_tokens=64, temperature=0.0)),
+                       GenRequest(2, paris, SamplingParams(max_tokens=3, temperature=0.0)),
+                       GenRequest(3, paris, SamplingParams(max_tokens=64, temperature=0.0, stop=("Paris",)))])
+    assert "Paris" in out[1].text and out[1].finish_reason == "stop"
+    assert out[2].finish_reason == "length" and out[2].completion_tokens == 3
+    assert out[2].output_ids == out[1].output_ids[:3]            # greedy is greedy, whatever max_tokens
+    assert out[3].finish_reason == "stop" and "Paris" not in out[3].text
+    assert out[3].text == out[1].text[: out[1].text.index("Paris")]
+    assert all(r.prompt_tokens == len(paris) for r in out.values())
+
+
+def test_shared_prefix_is_reported_cached(engine: VllmEngine, smollm2_checkpoint: Path) -> None:
+    questions = ["Why is the sky blue?", "What do bees make?", "How many legs has a spider?", "What is ice?"]
+    requests = [GenRequest(10 + i, chat_ids(smollm2_checkpoint, q, SYSTEM), GREEDY) for i, q in enumerate(questions)]
+    first = run(engine, requests[:1])[10]
+    rest = run(engine, requests[1:])
+    prefix = len(chat_ids(smollm2_checkpoint, "", SYSTEM)) - 8     # the shared system prompt, roughly
+    assert prefix > 4 * OPTIONS.block_size
+    assert first.cached_tokens <= first.prompt_tokens
+    for r in rest.values():
+        assert r.cached_tokens % OPTIONS.block_size == 0           # vLLM caches whole blocks
+        assert prefix - OPTIONS.block_size <= r.cached_tokens <= r.prompt_tokens
+        assert r.text.strip()
+
+
+def test_admits_lazily_in_order(engine: VllmEngine, smollm2_checkpoint: Path) -> None:
+    ids = chat_ids(smollm2_checkpoint, "Count from one to twenty.")
+    requests = [GenRequest(100 + i, ids, SamplingParams(max_tokens=4 + 2 * i, temperature=0.0)) for i in range(10)]
+    pulled: list[int] = []
+
+    def stream():
+        for r in requests:
+            pulled.append(r.key)
+            yield r
+
+    finished = []
+    for res in engine.generate(stream()):
+        # Never more than max_num_seqs admitted and unfinished.
+        assert len(pulled) - len(finished) <= OPTIONS.max_num_seqs
+        finished.append(res.key)
+    assert pulled == [r.key for r in requests]
+    assert sorted(finished) == pulled
+    assert finished[:2] == [100, 101]         # shortest first: admitted first, same prompt
+
+
+def test_cancelled_request_is_dropped(engine: VllmEngine, smollm2_checkpoint: Path) -> None:
+    ids = chat_ids(smollm2_checkpoint, "Write a very long story about a dragon.")
+    long = GenRequest(200, ids, SamplingParams(max_tokens=400, temperature=0.0))
+    short = [GenRequest(201 + i, ids, SamplingParams(max_tokens=8 + 8 * i, temperature=0.0)) for i in range(3)]
+    done: set[int] = set()
+
+    def cancelled(key: int) -> bool:
+        return key == 200 and len(done) >= 1       # cancel the long one once a short one finished
+
+    results = []
+    for res in engine.generate([long, *short], cancelled=cancelled):
+        done.add(res.key)
+        results.append(res)
+    assert sorted(r.key for r in results) == [201, 202, 203]
+    # The engine is clean afterwards: the same key runs again.
+    again = run(engine, [GenRequest(200, ids, SamplingParams(max_tokens=5, temperature=0.0))])
+    assert again[200].completion_tokens == 5

@@ -1,0 +1,133 @@
+"""vLLM's offline engine behind worker.engines.base.Engine.
+
+The worker, not vLLM, decides the order: requests reach vLLM's FCFS scheduler
+as token ids, in plan order, and only while it has room (about
+``max_num_seqs`` in flight), so the plan's admission order is vLLM's admission
+order and requests not yet admitted can still be filtered by the worker. The
+step loop of ``LLMEngine`` (rather than ``LLM.generate``, which takes the whole
+list at once) is what makes that lazy admission possible, and it lets the
+engine abort requests whose batch was cancelled between two steps.
+
+Prefix caching is on: that is where the planner's prefix-aware order pays.
+vLLM caches prefixes in whole KV blocks, so a smaller block size than the CPU
+default (128) lets shorter shared prefixes hit.
+
+Settings come from ``BLENDSERVE_VLLM_*`` variables (see ``VllmOptions``), and
+vLLM itself reads ``VLLM_CPU_KVCACHE_SPACE`` (GiB of KV cache on CPU). On CPU
+the process must start with ``LD_PRELOAD=<venv>/lib/libiomp5.so``
+(scripts/setup_vllm.sh prints it). The engine core runs in this process
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``): no spawned child, so no entry point
+needs a ``__main__`` guard.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from worker.engines.base import GenRequest, GenResult
+
+
+@dataclass(frozen=True)
+class VllmOptions:
+    """Engine arguments the service sets; every other vLLM argument keeps vLLM's default."""
+
+    max_num_seqs: int = 64
+    block_size: int = 32
+    max_num_batched_tokens: int = 4096
+    enforce_eager: bool = True          # CUDA graphs / torch.compile: ~170 s to start on CPU instead of ~36 s
+    dtype: str = "bfloat16"
+
+    @classmethod
+    def from_env(cls) -> "VllmOptions":
+        env = os.environ.get
+        return cls(
+            max_num_seqs=int(env("BLENDSERVE_VLLM_MAX_NUM_SEQS", cls.max_num_seqs)),
+            block_size=int(env("BLENDSERVE_VLLM_BLOCK_SIZE", cls.block_size)),
+            max_num_batched_tokens=int(env("BLENDSERVE_VLLM_MAX_NUM_BATCHED_TOKENS", cls.max_num_batched_tokens)),
+            enforce_eager=env("BLENDSERVE_VLLM_ENFORCE_EAGER", "1") not in ("0", "false", "no"),
+            dtype=env("BLENDSERVE_VLLM_DTYPE", cls.dtype),
+        )
+
+    def engine_args(self, model_path: Path, model_name: str) -> dict:
+        """Keyword arguments for vllm.EngineArgs (also the flags the benchmark gives run_batch)."""
+        return dict(model=str(model_path), served_model_name=[model_name], dtype=self.dtype,
+                    enable_prefix_caching=True, scheduling_policy="fcfs", block_size=self.block_size,
+                    max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
+                    enforce_eager=self.enforce_eager, seed=0)
+
+
+class VllmEngine:
+    """One model on vLLM's LLMEngine, fed lazily in plan order."""
+
+    def __init__(self, model_path: Path, model_name: str, options: VllmOptions | None = None) -> None:
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from vllm import EngineArgs, LLMEngine
+
+        self.model_name = model_name
+        self.options = options or VllmOptions.from_env()
+        self._engine = LLMEngine.from_engine_args(EngineArgs(**self.options.engine_args(Path(model_path), model_name)))
+        cache = self._engine.vllm_config.cache_config
+        self._capacity = int(cache.num_gpu_blocks) * int(cache.block_size)
+
+    def kv_capacity_tokens(self) -> int:
+        return self._capacity
+
+    def generate(self, requests: Iterable[GenRequest],
+                 cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
+        stream = iter(requests)
+        running: dict[str, GenRequest] = {}
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and len(running) < self.options.max_num_seqs:
+                    request = next(stream, None)
+                    if request is None:
+                        exhausted = True
+                    else:
+                        running[self._add(request)] = request
+                if cancelled is not None:
+                    dropped = [rid for rid, r in running.items() if cancelled(r.key)]
+                    if dropped:
+                        self._engine.abort_request(dropped)
+                        for rid in dropped:
+                            del running[rid]
+                if not running:
+                    return
+                for out in self._engine.step():
+                    if out.finished and out.request_id in running:
+                        yield self._result(running.pop(out.request_id), out)
+        finally:
+            if running:
+                self._engine.abort_request(list(running))
+
+    def _add(self, request: GenRequest) -> str:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        p = request.params
+        rid = str(request.key)
+        self._engine.add_request(rid, {"prompt_token_ids": list(request.input_ids)}, SamplingParams(
+            max_tokens=p.max_tokens, temperature=p.temperature, top_p=p.top_p, stop=list(p.stop) or None,
+            seed=p.seed, output_kind=RequestOutputKind.FINAL_ONLY))
+        return rid
+
+    @staticmethod
+    def _result(request: GenRequest, out) -> GenResult:
+        completion = out.outputs[0]
+        return GenResult(
+            key=request.key,
+            output_ids=list(completion.token_ids),
+            text=completion.text,
+            # vLLM says "stop" for EOS and stop strings, "length" for max_tokens or the context's end.
+            finish_reason="length" if completion.finish_reason == "length" else "stop",
+            prompt_tokens=len(request.input_ids),
+            cached_tokens=int(out.num_cached_tokens or 0),
+        )
+
+    def close(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.engine_core.shutdown()
