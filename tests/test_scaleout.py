@@ -1,0 +1,36 @@
+"""Several workers on one database: chunks are claimed once, a killed worker's chunk is re-run elsewhere."""
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from tests.conftest import TINY
+from tests.live import chat_lines, jsonl, read_lines, wait_batch
+
+
+def test_three_workers_one_killed(make_deployment, backend):
+    d = make_deployment(BLENDSERVE_CHUNK_REQUESTS="3", BLENDSERVE_PLANNER="blendserve")
+    d.start("api")
+    d.start("scheduler")
+    for i in range(3):
+        d.start("worker", f"worker{i}")
+    d.wait_ready()
+    c = d.client()
+    rows = chat_lines(45, TINY, max_tokens=60)
+    f = c.files.create(file=("w.jsonl", jsonl(rows)), purpose="batch")
+    b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    wait_batch(c, b.id, until=lambda x: x.request_counts.completed >= 3)
+    d.kill("worker1")
+    b = wait_batch(c, b.id)
+    assert b.status == "completed"
+    out = read_lines(c, b.output_file_id)
+    assert sorted(o["custom_id"] for o in out) == sorted(r["custom_id"] for r in rows)
+    # Every surviving worker ran chunks, and each chunk ended done exactly once.
+    logs = [d.log(f"worker{i}", tail=None) for i in (0, 2)]
+    assert all("stream:" in log for log in logs)
+    url = d.env["BLENDSERVE_DATABASE_URL"] or f"sqlite:///{d.data_dir / 'blendserve.db'}"
+    eng = sa.create_engine(url)
+    with eng.connect() as conn:
+        statuses = conn.execute(sa.text("SELECT status, count(*) FROM chunks GROUP BY status")).all()
+        workers = conn.execute(sa.text("SELECT count(DISTINCT worker_id) FROM chunks")).scalar()
+    eng.dispose()
+    assert dict(statuses).keys() == {"done"} and workers >= 2
