@@ -45,7 +45,7 @@ class RequestType:
     name: str
     suffix_mean: float            # unique part of the prompt
     suffix_sigma: float           # lognormal sigma (0: constant)
-    output_mean: float
+    output_mean: float           # before the max_tokens cap (BurstGPT: 28 gives a capped mean of 27)
     output_sigma: float
     max_tokens: int
     prefix_fraction: float = 0.0  # requests that open with a shared prefix
@@ -61,7 +61,7 @@ class RequestType:
 # prompt mean gives the sharing; output spreads are wide where the source is
 # heavy-tailed (chat), narrow where lengths are near fixed (MMLU, video tokens).
 TYPES: dict[str, RequestType] = {
-    "burstgpt": RequestType("burstgpt", 239.0, 0.9, 27.0, 1.65, 1024,
+    "burstgpt": RequestType("burstgpt", 239.0, 0.9, 28.0, 1.65, 1024,
                             prefix_fraction=0.3, prefix_mean=16.0, prefix_pool=20, pool_zipf=1.1),
     "mmlu": RequestType("mmlu", 109.0, 0.45, 2.0, 0.0, 4,
                         prefix_fraction=1.0, prefix_mean=695.0, prefix_sigma=0.2, prefix_pool=57, header=12),
