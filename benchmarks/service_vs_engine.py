@@ -14,18 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
-from sqlalchemy import func, select
-
+from benchmarks.harness import run_service
 from core.config import SMOLLM2, Settings
-from core.db import make_engine, make_sessionmaker
-from core.models import Batch, Request
 from core.served import model_paths
 from scheduler.service import model_info
-from tests.live import Deployment, jsonl, wait_batch
 from worker.engines.base import GenRequest
 from worker.engines.cpu import CpuEngine
 from worker.responses import sampling_params
@@ -60,26 +55,8 @@ def engine_alone(path: Path, rows: list[dict], max_batch: int) -> float:
 
 
 def service(path: Path, rows: list[dict], max_batch: int) -> tuple[float, float]:
-    tmp = Path(tempfile.mkdtemp(prefix="bs-svc-"))
-    d = Deployment(tmp, "", f"{SMOLLM2}={path}", BLENDSERVE_CHUNK_REQUESTS="16",
-                   BLENDSERVE_CPU_MAX_BATCH=str(max_batch))
-    d.start_all()
-    try:
-        c = d.client()
-        f = c.files.create(file=("w.jsonl", jsonl(rows)), purpose="batch")
-        t0 = time.time()
-        b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
-        b = wait_batch(c, b.id, timeout=3600)
-        whole = time.time() - t0
-        assert b.status == "completed", b
-        toks = b.usage.total_tokens
-        sessions = make_sessionmaker(make_engine(Settings(data_dir=tmp).db_url))
-        with sessions() as s:
-            first = s.scalar(select(Batch.first_run_at).where(Batch.id == b.id))
-            last = s.scalar(select(func.max(Request.finished_at)).where(Request.batch_id == b.id))
-        return toks / (last - first), toks / whole
-    finally:
-        d.stop()
+    r = run_service(rows, f"{SMOLLM2}={path}", BLENDSERVE_CHUNK_REQUESTS="16", BLENDSERVE_CPU_MAX_BATCH=str(max_batch))
+    return r.run_tok_s, r.tokens / r.whole_s
 
 
 def main() -> None:

@@ -1,0 +1,61 @@
+"""The one command a new user runs: `blendserve serve` with the real SmolLM2 on the CPU."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from core.config import SMOLLM2
+from tests.live import free_port, jsonl, read_lines, run_batch
+
+
+@pytest.fixture(scope="session")
+def smollm2_models(tmp_path_factory):
+    """Convert the GGUF once per session into a models dir that each data dir can link to."""
+    from core.modelstore import ensure_checkpoint, smollm2_gguf_path
+
+    models = tmp_path_factory.mktemp("models")
+    ensure_checkpoint(smollm2_gguf_path(), models)
+    return models
+
+
+def test_serve_answers_with_smollm2(tmp_path, smollm2_models):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "models").symlink_to(smollm2_models)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BLENDSERVE_")}
+    log = open(tmp_path / "serve.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "blendserve", "serve", "--port", str(port), "--data-dir",
+                             str(data), "--host", "0.0.0.0"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        import openai
+
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
+        assert [m.id for m in client.models.list()] == [SMOLLM2]
+        rows = [{"custom_id": "paris", "method": "POST", "url": "/v1/chat/completions",
+                 "body": {"model": SMOLLM2, "temperature": 0, "max_tokens": 24,
+                          "messages": [{"role": "user", "content": "What is the capital of France?"}]}}]
+        b = run_batch(client, rows)
+        assert b.status == "completed", b.errors
+        answer = read_lines(client, b.output_file_id)[0]["response"]["body"]["choices"][0]["message"]["content"]
+        assert "Paris" in answer
+        text = (tmp_path / "serve.log").read_text()
+        assert "binding to 127.0.0.1 instead of 0.0.0.0" in text    # no keys: loopback only, and it says so
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
