@@ -28,8 +28,12 @@ from safetensors.torch import load_file
 from core.modelstore import context_length, eos_token_ids, load_tokenizer
 from worker.engines.base import GenRequest, GenResult
 
-# Measured on the 2-core build machine (benchmarks/results/engine.md).
-DEFAULT_THREADS = 2
+# Measured on the 2-core build machine (benchmarks/results/engine.md): bfloat16
+# weights run prefill about 3x and decode about 2x faster than float32 (the CPU
+# has AVX512-BF16); one torch thread beats two, by far, whenever anything else
+# runs on the machine (two OpenMP threads on two busy cores stall each other),
+# and the service runs its API and scheduler beside the worker.
+DEFAULT_THREADS = 1
 DEFAULT_DTYPE = torch.bfloat16
 
 
