@@ -64,6 +64,7 @@ def ensure_checkpoint(gguf: Path, cache_dir: Path) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{gguf.stem}.", dir=cache_dir))
     try:
         _convert_gguf(gguf, tmp)
+        tmp.chmod(0o755)  # mkdtemp makes it private; the checkpoint is not
         try:
             os.rename(tmp, target)
         except OSError:

@@ -169,3 +169,14 @@ def test_prefix_cache_evicts_least_recently_used(tiny_model: Path) -> None:
     run(engine, [GenRequest(3, c, one)])  # 12 + 1 + 12 + 12 > 30: b, the least recently used, goes
     assert engine.prefix_cache.tokens <= 30
     assert run(engine, [GenRequest(4, b + [7], one)])[4].cached_tokens == 0
+
+
+def test_cancelled_requests_are_dropped(tiny_engine: CpuEngine) -> None:
+    requests = [GenRequest(i, p, SamplingParams(max_tokens=2 if i == 0 else 20, temperature=0.0))
+                for i, p in enumerate(prompts(4))]
+    cancelled: set[int] = set()
+    keys = []
+    for result in tiny_engine.generate(requests, cancelled=cancelled.__contains__):
+        keys.append(result.key)
+        cancelled.add(1)  # cancelled after the first result, while it runs
+    assert keys[0] == 0 and sorted(keys) == [0, 2, 3]
