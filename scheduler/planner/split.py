@@ -9,10 +9,11 @@ former siblings (the depth of its old parent) may have to be recomputed, so
 the total of those prefixes is bounded by a budget, by default 1% of the
 tokens a DFS order shares (DESIGN.md: keep >= 99% of DFS sharing).
 
-Selection is greedy by benefit per recomputed token, where the benefit of a
-candidate is its estimated time times how far (as a fraction of all work)
-its current place in the sorted order is from where its density belongs.
-Cut subtrees are never nested, so each moves intact.
+Candidates are subtrees whose density is at least min_ratio (default 4x)
+away from the rest of their parent's subtree, the work the layer-wise sort
+keeps them next to. Selection is greedy by benefit per recomputed token,
+the benefit being the candidate's estimated time times the log of its
+density gap. Cut subtrees are never nested, so each moves intact.
 """
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .tree import NodeTotals, PrefixTree, layout
+from . import perf
+from .tree import NodeTotals, PrefixTree
+
+_RHO_FLOOR = 1e-6         # densities are compared on a log scale clipped to [1e-6, 1e6]
 
 
 @dataclass
@@ -38,32 +42,27 @@ def _mass(t: NodeTotals) -> np.ndarray:
     return (1.0 - t.sharing) * t.comp + t.mem
 
 
-def _candidates(tree: PrefixTree, totals: NodeTotals, start: np.ndarray, seq: np.ndarray,
-                min_displacement: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(nodes, benefit, cost) of subtrees worth moving, not yet filtered for nesting or budget."""
-    mass = _mass(totals)
-    total = float(mass[0])
-    if total <= 0 or tree.n < 2:
-        return (np.zeros(0, dtype=np.int64),) * 3
-    rho = totals.rho
-    leaf_mass = mass[tree.n_internal:][seq]
-    cum = np.concatenate(([0.0], np.cumsum(leaf_mass)))
-    cnt = tree.count
-    center = (cum[start] + cum[start + cnt]) / 2.0
+def _candidates(tree: PrefixTree, totals: NodeTotals, min_ratio: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(nodes, benefit, cost) of subtrees worth moving, not yet filtered for nesting or budget.
 
-    # Where each density belongs: among the root's children, sorted by rho.
-    kids = np.flatnonzero(tree.parent == 0)
-    kid_order = kids[np.argsort(-rho[kids], kind="stable")]
-    cum_kids = np.concatenate(([0.0], np.cumsum(mass[kid_order])))
-    slot = np.searchsorted(-rho[kid_order], -rho, side="left")
-    ideal = cum_kids[slot] + mass / 2.0
-    displacement = np.abs(center - ideal) / total
-
+    A candidate's density differs from the rest of its parent's subtree (its
+    siblings, the work it is laid out with) by at least a factor min_ratio.
+    Benefit: its estimated time times the log of that factor. Cost: the
+    depth of its parent, the prefix it stops sharing with its siblings.
+    """
     par = tree.parent
-    nodes = np.flatnonzero((par > 0) & (displacement > min_displacement) & (mass > 0))
-    cost = tree.depth[par[nodes]].astype(np.float64)
-    benefit = mass[nodes] * displacement[nodes]
-    return nodes, benefit, cost
+    nodes = np.flatnonzero(par > 0)
+    if nodes.size == 0:
+        return nodes, np.zeros(0), np.zeros(0)
+    u = par[nodes]
+    comp_rest = totals.comp[u] - totals.comp[nodes]
+    mem_rest = totals.mem[u] - totals.mem[nodes]
+    rho_rest = perf.density(np.maximum(comp_rest, 0.0), np.maximum(mem_rest, 0.0), totals.sharing[u])
+    clip = lambda r: np.log(np.clip(r, _RHO_FLOOR, 1.0 / _RHO_FLOOR))  # noqa: E731  (inf: nothing decoded)
+    gap = np.abs(clip(totals.rho[nodes]) - clip(rho_rest))
+    far = gap >= np.log(min_ratio)
+    nodes, gap, u = nodes[far], gap[far], u[far]
+    return nodes, _mass(totals)[nodes] * gap, tree.depth[u].astype(np.float64)
 
 
 def _totals_after(tree: PrefixTree, totals: NodeTotals, cut: np.ndarray,
@@ -114,15 +113,14 @@ def _totals_after(tree: PrefixTree, totals: NodeTotals, cut: np.ndarray,
 
 
 def split(tree: PrefixTree, totals: NodeTotals, per_request: tuple[np.ndarray, np.ndarray, np.ndarray],
-          budget_fraction: float = 0.01, min_displacement: float = 0.05) -> SplitResult:
+          budget_fraction: float = 0.01, min_ratio: float = 4.0) -> SplitResult:
     """Cut mis-placed subtrees out to the root under the recomputation budget.
 
     per_request: (comp, mem, prompt_lens) indexed by request id, the same
     values `totals` was annotated from.
     """
     budget = budget_fraction * float(totals.shared[0])
-    seq, start = layout(tree.parent, totals.rho, totals.count, tree.n_internal)
-    nodes, benefit, cost = _candidates(tree, totals, start, seq, min_displacement)
+    nodes, benefit, cost = _candidates(tree, totals, min_ratio)
     fits = cost <= budget
     nodes, benefit, cost = nodes[fits], benefit[fits], cost[fits]
     rank = np.lexsort((nodes, -benefit / np.maximum(cost, 1.0)))

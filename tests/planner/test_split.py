@@ -16,12 +16,12 @@ def _ancestors(parent, v):
 
 
 @settings(max_examples=120, deadline=None)
-@given(workloads(max_n=40), st.sampled_from([0.01, 0.1, 1.0]), st.sampled_from([0.0, 0.05]))
-def test_split_respects_budget_and_recomputes_totals(w, budget, min_displacement):
+@given(workloads(max_n=40), st.sampled_from([0.01, 0.1, 1.0]), st.sampled_from([1.0, 4.0]))
+def test_split_respects_budget_and_recomputes_totals(w, budget, min_ratio):
     t = PrefixTree.build(w)
     pr = per_request(w)
     tot = NodeTotals.annotate(t, *pr)
-    s = split(t, tot, pr, budget_fraction=budget, min_displacement=min_displacement)
+    s = split(t, tot, pr, budget_fraction=budget, min_ratio=min_ratio)
 
     assert s.recompute_tokens <= s.budget_tokens + 1e-9
     assert s.budget_tokens == budget * tot.shared[0]
