@@ -120,8 +120,8 @@ def test_pulls_lazily(tiny_model: Path) -> None:
 
 
 def test_kv_capacity_limits_admission(tiny_model: Path) -> None:
-    engine = CpuEngine(tiny_model, "tiny", max_batch=4, threads=1, kv_capacity_tokens=40)
-    assert engine.kv_capacity_tokens() == 40
+    engine = CpuEngine(tiny_model, "tiny", max_batch=4, threads=1, kv_capacity_tokens=12)
+    assert engine.kv_capacity_tokens() == 12
     pulled: list[int] = []
 
     def stream():
@@ -129,8 +129,10 @@ def test_kv_capacity_limits_admission(tiny_model: Path) -> None:
             pulled.append(i)
             yield GenRequest(i, prompts(1, 3 * i)[0], SamplingParams(max_tokens=10, temperature=0.0))
 
-    first = next(engine.generate(stream()))
-    assert first.key in (0, 1) and pulled == [0, 1, 2]  # 2 is pulled but waits: 15 + 15 + 15 tokens > 40
+    results = engine.generate(stream())
+    first = next(results)
+    assert first.key in (0, 1) and pulled == [0, 1, 2]  # 2 is pulled but waits: 6 + 6 + 5 tokens > 12
+    assert sorted([first.key, *(r.key for r in results)]) == [0, 1, 2, 3]
 
 
 def test_smollm2_knows_paris(smollm2_checkpoint: Path) -> None:

@@ -8,9 +8,10 @@ for two things the service depends on:
   padded buffer, so decode runs the whole batch in one forward pass with an
   attention mask, each sequence at its own position; a finished sequence's slot
   is refilled from the request stream at once (continuous batching);
-* **prefix reuse**: the prompt KV of recent requests stays in an LRU cache;
-  a new request copies the KV of its longest cached prompt prefix into its slot
-  and computes only the rest, and reports those tokens as ``cached_tokens``.
+* **prefix reuse**: the prompt KV of recent requests stays in a radix tree
+  (least recently used leaves evicted first); a new request copies the KV of
+  its longest cached prompt prefix into its slot, computes only the rest, and
+  reports the copied tokens as ``cached_tokens``.
   So the order in which the planner feeds requests changes the engine's speed,
   exactly as it does on a GPU engine with a radix cache.
 """
@@ -328,8 +329,9 @@ class _Sequence:
         return len(self.request.input_ids) + len(self.output) - 1
 
     @property
-    def reserved(self) -> int:
-        return len(self.request.input_ids) + self.request.params.max_tokens
+    def tokens(self) -> int:
+        """Prompt plus output tokens: the KV the sequence holds after its next step."""
+        return len(self.request.input_ids) + len(self.output)
 
 
 class CpuEngine:
@@ -359,6 +361,9 @@ class CpuEngine:
         self.prefix_cache = _PrefixCache(prefix_cache_tokens)
 
     def kv_capacity_tokens(self) -> int:
+        """The admission budget: a request is admitted while the running sequences'
+        prompt and output tokens plus its prompt fit (max_tokens is not reserved up
+        front: the worker fills in up to the whole context when a request omits it)."""
         return self._capacity
 
     def close(self) -> None:
@@ -381,8 +386,7 @@ class CpuEngine:
                     exhausted = waiting is None
                 if waiting is None:
                     break
-                reserved = sum(s.reserved for s in running)
-                if running and reserved + len(waiting.input_ids) + waiting.params.max_tokens > self._capacity:
+                if running and sum(s.tokens for s in running) + len(waiting.input_ids) > self._capacity:
                     break
                 seq = self._admit(waiting, len(running))
                 waiting = None
@@ -415,7 +419,7 @@ class CpuEngine:
             generator.manual_seed(request.params.seed)
         if request.params.max_tokens <= 0 or len(ids) >= self.context:
             return _Sequence(request, generator, 0, finish_reason="length")
-        self.kv.reserve(min(len(ids) + request.params.max_tokens, self.context))
+        self.kv.reserve(len(ids))
         prompt = torch.tensor(ids, dtype=torch.long)
         # The last prompt token is always computed: its logits give the first output token.
         cached = 0
@@ -434,6 +438,7 @@ class CpuEngine:
         """One decode step for every running sequence, batched."""
         last = torch.tensor([[s.output[-1]] for s in running], dtype=torch.long)
         lengths = torch.tensor([s.length for s in running], dtype=torch.long)
+        self.kv.reserve(int(lengths.max()) + 1)
         logits = self.model.forward(last, lengths.unsqueeze(1), _Decode(self.kv, lengths))
         for seq, token in zip(running, self._sample(running, logits)):
             self._append(seq, token)
