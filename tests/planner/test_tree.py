@@ -9,7 +9,7 @@ from scheduler.planner.workload import Workload
 from .strategies import lcp, per_request, prompt_lists, prompts_of, workloads
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(prompt_lists(), st.sampled_from([0, 2**20, 2**30]))
 def test_sort_is_lexicographic_with_exact_lcp(prompts, shift):
     # shift moves ids out of the 21-bit packing range to exercise the wider packings
@@ -29,7 +29,7 @@ def test_sort_handles_negative_and_extreme_int32_ids():
     assert lcps.tolist() == [0, 1, 0, 2, 0]
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=70, deadline=None)
 @given(workloads())
 def test_internal_nodes_are_the_shared_prefixes(w):
     t = PrefixTree.build(w)
@@ -54,7 +54,7 @@ def test_internal_nodes_are_the_shared_prefixes(w):
                     assert lcp(prompts[t.order[k]], members[0]) < max(t.depth[u], 1) or u == 0
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=70, deadline=None)
 @given(workloads())
 def test_subtree_totals_equal_sums_over_leaves(w):
     t = PrefixTree.build(w)
@@ -72,7 +72,7 @@ def test_subtree_totals_equal_sums_over_leaves(w):
     assert np.all(tot.rho >= 0)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=70, deadline=None)
 @given(workloads(), st.randoms(use_true_random=False))
 def test_layout_visits_every_shared_prefix_contiguously_and_sorts_siblings(w, rnd):
     t = PrefixTree.build(w)
