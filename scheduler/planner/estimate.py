@@ -54,7 +54,8 @@ def estimate_output_lengths(workload: Workload, sampled: np.ndarray, observed: n
     the mean of the samples in the smallest prefix subtree that has any (its
     own subtree first, then the enclosing ones, which hold its siblings);
     where no shared prefix above it was sampled (only the root is left),
-    `prior`.
+    `prior`. A NaN prior stays NaN, which lets a caller find the requests
+    that no sample covers (the service samples those first).
     """
     n = workload.n
     tree = tree or PrefixTree.build(workload)

@@ -53,3 +53,9 @@ def test_estimates_use_subtree_then_sibling_then_prior_and_cap():
     assert est[10] == 42.0 and est.min() >= 0
     capped = estimate_output_lengths(w, sampled, np.array([100.0, 300.0]), prior=420.0)
     assert capped[10] == 50.0                              # capped by max_tokens
+
+
+def test_a_nan_prior_marks_requests_no_sample_covers():
+    w = _families([3, 3])
+    est = estimate_output_lengths(w, np.array([0]), np.array([7.0]), prior=np.nan)
+    assert est[:3].tolist() == [7.0, 7.0, 7.0] and np.isnan(est[3:]).all()
