@@ -32,28 +32,41 @@ def _pg_schema_url() -> str:
     return f"{PG_ADMIN}?options=-csearch_path%3D{schema}"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"], scope="module")
+# Limits of the shared deployment, small so tests can cross them cheaply.
+MAX_LINES = 50
+MAX_FILE_BYTES = 200_000
+
+
+@pytest.fixture(params=["sqlite", "postgresql"], scope="session")
 def backend(request) -> str:
     return request.param
 
 
-@pytest.fixture(scope="module")
-def make_deployment(tmp_path_factory, tiny_model, backend):
-    """Factory for deployments on this module's backend; every one is stopped at the end."""
-    made: list[Deployment] = []
-
+def _factory(tmp_path_factory, tiny_model, backend, made: list[Deployment]):
     def make(**env: str) -> Deployment:
         url = "" if backend == "sqlite" else _pg_schema_url()
         d = Deployment(tmp_path_factory.mktemp(f"bs-{backend}"), url, f"{TINY}={tiny_model}", **env)
         made.append(d)
         return d
 
-    yield make
+    return make
+
+
+@pytest.fixture(scope="module")
+def make_deployment(tmp_path_factory, tiny_model, backend):
+    """Factory for deployments of a module's own configuration; every one is stopped at the end."""
+    made: list[Deployment] = []
+    yield _factory(tmp_path_factory, tiny_model, backend, made)
     for d in made:
         d.stop()
 
 
-@pytest.fixture(scope="module")
-def deployment(make_deployment) -> Deployment:
-    """One shared API + scheduler + worker per module and backend."""
-    return make_deployment().start_all()
+@pytest.fixture(scope="session")
+def deployment(tmp_path_factory, tiny_model, backend):
+    """One API + scheduler + worker per backend, shared by every test that needs no special set-up."""
+    made: list[Deployment] = []
+    d = _factory(tmp_path_factory, tiny_model, backend, made)(
+        BLENDSERVE_MAX_REQUESTS_PER_FILE=str(MAX_LINES), BLENDSERVE_MAX_FILE_BYTES=str(MAX_FILE_BYTES),
+        BLENDSERVE_COMPLETION_WINDOWS="24h,4s")
+    yield d.start_all()
+    d.stop()

@@ -9,11 +9,6 @@ from tests.live import chat_lines, jsonl, read_lines, wait_batch
 N, SLOW = 40, 300   # enough tokens on the tiny model to take several seconds
 
 
-@pytest.fixture(scope="module")
-def short_windows(make_deployment):
-    return make_deployment(BLENDSERVE_COMPLETION_WINDOWS="24h,4s").start_all()
-
-
 def _outcome(c, b, rows):
     out, err = read_lines(c, b.output_file_id), read_lines(c, b.error_file_id)
     ids = [o["custom_id"] for o in out] + [e["custom_id"] for e in err]
@@ -22,8 +17,8 @@ def _outcome(c, b, rows):
     return out, err
 
 
-def test_expiry_writes_batch_expired_and_keeps_results(short_windows):
-    c = short_windows.client()
+def test_expiry_writes_batch_expired_and_keeps_results(deployment):
+    c = deployment.client()
     rows = chat_lines(N, TINY, max_tokens=SLOW)
     for r in rows[:4]:
         r["body"]["max_tokens"] = 2     # the first chunk finishes well inside the window
@@ -38,8 +33,8 @@ def test_expiry_writes_batch_expired_and_keeps_results(short_windows):
     assert all(e["response"] is None for e in err)
 
 
-def test_cancel_mid_run_keeps_partial_results(short_windows):
-    c = short_windows.client()
+def test_cancel_mid_run_keeps_partial_results(deployment):
+    c = deployment.client()
     rows = chat_lines(N, TINY, max_tokens=SLOW)
     f = c.files.create(file=("slow.jsonl", jsonl(rows)), purpose="batch")
     b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
@@ -55,8 +50,8 @@ def test_cancel_mid_run_keeps_partial_results(short_windows):
     assert again.status == "cancelled"
 
 
-def test_cannot_cancel_a_finished_batch(short_windows):
-    c = short_windows.client()
+def test_cannot_cancel_a_finished_batch(deployment):
+    c = deployment.client()
     f = c.files.create(file=("one.jsonl", jsonl(chat_lines(1, TINY))), purpose="batch")
     b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
     assert wait_batch(c, b.id).status == "completed"

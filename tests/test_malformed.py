@@ -6,10 +6,8 @@ import json
 import openai
 import pytest
 
-from tests.conftest import TINY
+from tests.conftest import MAX_LINES, TINY
 from tests.live import chat_lines, jsonl, run_batch, wait_batch
-
-MAX_LINES = 20
 
 
 def good(i: int = 0, **body) -> dict:
@@ -57,14 +55,8 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def strict(make_deployment):
-    return make_deployment(BLENDSERVE_MAX_REQUESTS_PER_FILE=str(MAX_LINES),
-                           BLENDSERVE_MAX_FILE_BYTES="200000").start_all()
-
-
-def test_malformed_files_fail_with_line_numbers(strict):
-    c = strict.client()
+def test_malformed_files_fail_with_line_numbers(deployment):
+    c = deployment.client()
     batches = {}
     for name, (data, _, _) in CASES.items():
         f = c.files.create(file=(f"{name}.jsonl", data), purpose="batch")
@@ -81,8 +73,8 @@ def test_malformed_files_fail_with_line_numbers(strict):
     assert run_batch(c, chat_lines(3, TINY)).status == "completed"
 
 
-def test_oversized_upload_is_413(strict):
-    c = strict.client()
+def test_oversized_upload_is_413(deployment):
+    c = deployment.client()
     with pytest.raises(openai.APIStatusError) as e:
         c.files.create(file=("big.jsonl", b"x" * 300_000), purpose="batch")
     assert e.value.status_code == 413 and e.value.body["code"] == "file_too_large"
