@@ -8,7 +8,7 @@ from transformers import LlamaForCausalLM
 
 from core.modelstore import load_tokenizer
 from worker.engines.base import GenRequest, GenResult, SamplingParams
-from worker.engines.cpu import CpuEngine, _KVSlots, _Llama, _Prefill
+from worker.engines.cpu import CpuEngine, _draw, _KVSlots, _Llama, _Prefill
 
 GREEDY = SamplingParams(max_tokens=12, temperature=0.0)
 
@@ -182,3 +182,15 @@ def test_cancelled_requests_are_dropped(tiny_engine: CpuEngine) -> None:
         keys.append(result.key)
         cancelled.add(1)  # cancelled after the first result, while it runs
     assert keys[0] == 0 and sorted(keys) == [0, 2, 3]
+
+
+def test_draw_follows_the_nucleus() -> None:
+    probs = torch.tensor([0.5, 0.3, 0.2])
+    gen = torch.Generator().manual_seed(0)
+    counts = torch.bincount(torch.tensor([_draw(probs, 1.0, gen) for _ in range(3000)]), minlength=3) / 3000
+    torch.testing.assert_close(counts, probs, atol=0.04, rtol=0)
+    # top_p 0.6: token 1 follows 0.5 of mass, within the nucleus; token 2 follows 0.8, outside.
+    nucleus = torch.bincount(torch.tensor([_draw(probs, 0.6, gen) for _ in range(3000)]), minlength=3) / 3000
+    torch.testing.assert_close(nucleus, torch.tensor([0.625, 0.375, 0.0]), atol=0.04, rtol=0)
+    flat = torch.full((1000,), 1e-3)  # the 64 likeliest hold too little: falls back to the whole vocabulary
+    assert len({_draw(flat, 0.5, gen) for _ in range(200)}) > 64
