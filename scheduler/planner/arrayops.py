@@ -20,11 +20,10 @@ def ragged_arange(lens: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) - np.repeat(starts, lens)
 
 
-def prev_smaller(a: np.ndarray, strict: bool = True, sentinel: int = -1) -> np.ndarray:
-    """Index of the nearest element to the left that is smaller (or <= when not strict).
+def prev_smaller(a: np.ndarray, strict: bool = True) -> np.ndarray:
+    """Index of the nearest element to the left that is smaller (or <= when not strict), -1 where none.
 
-    Returns `sentinel` where none exists. Pointer jumping: each unresolved
-    index jumps to its candidate's candidate, which stays valid because every
+    Pointer jumping: each unresolved index jumps to its candidate's candidate, which stays valid because every
     element skipped is >= the candidate and so >= a[i]; chains halve per pass.
     """
     n = len(a)
@@ -46,20 +45,14 @@ def prev_smaller(a: np.ndarray, strict: bool = True, sentinel: int = -1) -> np.n
         idx = idx[bad]
         val = val[bad]
         cand[idx] = cand[cand[idx]]
-    out = cand[1:] - 1
-    if sentinel != -1:
-        out[out < 0] = sentinel
-    return out
+    return cand[1:] - 1
 
 
-def next_smaller(a: np.ndarray, strict: bool = True, sentinel: int | None = None) -> np.ndarray:
-    """Index of the nearest element to the right that is smaller; len(a) (or sentinel) where none."""
+def next_smaller(a: np.ndarray, strict: bool = True) -> np.ndarray:
+    """Index of the nearest element to the right that is smaller (or <=), len(a) where none."""
     n = len(a)
     rev = prev_smaller(np.asarray(a)[::-1], strict=strict)
-    out = n - 1 - rev[::-1]
-    if sentinel is not None:
-        out[out == n] = sentinel
-    return out
+    return n - 1 - rev[::-1]
 
 
 class RangeMin:
