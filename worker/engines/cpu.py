@@ -190,7 +190,8 @@ class _Decode(_Attention):
 
     Attention is spelt out as two grouped matmuls rather than calling
     scaled_dot_product_attention: for one query token per row, torch's CPU
-    kernel is several times slower (7x in bfloat16, measured).
+    kernel is slower (measured at batch 8, 300 positions: 0.77 vs 0.60 ms a
+    layer in float32, 5.5 vs 0.8 ms in bfloat16).
     """
 
     def __init__(self, kv: _KVSlots, lengths: torch.Tensor) -> None:
