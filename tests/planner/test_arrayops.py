@@ -7,7 +7,7 @@ from scheduler.planner.arrayops import RangeMin, next_smaller, path_sum, prev_sm
 ints = st.lists(st.integers(0, 4), max_size=40)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(ints, st.booleans())
 def test_nearest_smaller_values(a, strict):
     a = np.array(a, dtype=np.int64)
@@ -19,7 +19,7 @@ def test_nearest_smaller_values(a, strict):
         assert left[i] == want_l and right[i] == want_r
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(st.lists(st.integers(-5, 5), min_size=1, max_size=40), st.data())
 def test_range_min(a, data):
     rm = RangeMin(np.array(a))

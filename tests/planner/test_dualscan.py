@@ -24,7 +24,7 @@ def sequences(draw):
     return comp[order], mem[order], p[order], shared, kv[order], (d + p / 2048)[order], capacity, rho_t
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(sequences())
 def test_scan_is_two_monotone_streams_within_their_shares(args):
     comp, mem, p, shared, kv, life, capacity, rho_t = args

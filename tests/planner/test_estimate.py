@@ -25,7 +25,7 @@ def test_sample_is_about_one_percent_of_every_large_subtree_and_one_of_each_mid_
     assert len(np.unique(s)) == len(s) and np.all(np.diff(s) > 0)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(workloads(max_n=60), st.floats(0.05, 1.0), st.integers(1, 8), st.integers(0, 5))
 def test_every_subtree_at_or_above_min_size_is_sampled(w, fraction, min_subtree, seed):
     t = PrefixTree.build(w)

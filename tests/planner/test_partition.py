@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from scheduler.planner.partition import partition, piece_seconds
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 10), st.floats(0, 10)), max_size=12), st.integers(1, 4))
 def test_pieces_cover_every_request_once_and_minimise_the_longest(costs, ranks):
     comp = np.array([c for c, _ in costs])

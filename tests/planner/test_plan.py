@@ -10,7 +10,7 @@ from scheduler.planner.workload import Workload
 from .strategies import GPU, MODEL, workloads
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(workloads(max_n=40), st.sampled_from(POLICIES), st.integers(1, 5))
 def test_every_policy_gives_a_permutation_split_into_ranks(w, policy, ranks):
     pl = plan(w, MODEL, GPU, policy, ranks=ranks, kv_capacity_bytes=float(np.random.default_rng(0).choice([1e8, 6e10])))

@@ -8,7 +8,7 @@ from scheduler.planner.workload import Workload
 from .strategies import lcp, prompts_of, workloads
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(workloads(), st.randoms(use_true_random=False), st.floats(0.1, 1.0))
 def test_reuse_is_the_longest_prefix_shared_with_any_earlier_request(w, rnd, keep):
     order = list(range(w.n))

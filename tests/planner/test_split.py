@@ -15,7 +15,7 @@ def _ancestors(parent, v):
         v = parent[v]
 
 
-@settings(max_examples=70, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(workloads(max_n=40), st.sampled_from([0.01, 0.1, 1.0]), st.sampled_from([1.0, 4.0]))
 def test_split_respects_budget_and_recomputes_totals(w, budget, min_ratio):
     t = PrefixTree.build(w)

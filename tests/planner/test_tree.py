@@ -9,7 +9,7 @@ from scheduler.planner.workload import Workload
 from .strategies import lcp, per_request, prompt_lists, prompts_of, workloads
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(prompt_lists(), st.sampled_from([0, 2**20, 2**30]))
 def test_sort_is_lexicographic_with_exact_lcp(prompts, shift):
     # shift moves ids out of the 21-bit packing range to exercise the wider packings
@@ -29,7 +29,7 @@ def test_sort_handles_negative_and_extreme_int32_ids():
     assert lcps.tolist() == [0, 1, 0, 2, 0]
 
 
-@settings(max_examples=70, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(workloads())
 def test_internal_nodes_are_the_shared_prefixes(w):
     t = PrefixTree.build(w)
@@ -54,7 +54,7 @@ def test_internal_nodes_are_the_shared_prefixes(w):
                     assert lcp(prompts[t.order[k]], members[0]) < max(t.depth[u], 1) or u == 0
 
 
-@settings(max_examples=70, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(workloads())
 def test_subtree_totals_equal_sums_over_leaves(w):
     t = PrefixTree.build(w)
@@ -72,7 +72,7 @@ def test_subtree_totals_equal_sums_over_leaves(w):
     assert np.all(tot.rho >= 0)
 
 
-@settings(max_examples=70, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(workloads(), st.randoms(use_true_random=False))
 def test_layout_visits_every_shared_prefix_contiguously_and_sorts_siblings(w, rnd):
     t = PrefixTree.build(w)
@@ -81,11 +81,14 @@ def test_layout_visits_every_shared_prefix_contiguously_and_sorts_siblings(w, rn
     assert sorted(seq.tolist()) == list(range(t.n))
     prompts = prompts_of(w)
     ordered = [prompts[t.order[k]] for k in seq]
-    # any two requests sharing L tokens have only requests sharing >= L tokens between them
+    # any two requests sharing L tokens have only requests sharing >= L tokens between them:
+    # equivalently, the LCP of any pair is the minimum of the neighbour LCPs between them
     for i in range(len(ordered)):
-        for j in range(i + 2, len(ordered)):
-            shared = lcp(ordered[i], ordered[j])
-            assert all(lcp(ordered[i], ordered[x]) >= shared for x in range(i + 1, j))
+        running = None
+        for j in range(i + 1, len(ordered)):
+            step = lcp(ordered[j - 1], ordered[j])
+            running = step if running is None else min(running, step)
+            assert lcp(ordered[i], ordered[j]) == running
     # siblings appear by decreasing key
     for u in range(t.n_internal):
         kids = np.flatnonzero(t.parent == u)
