@@ -115,7 +115,8 @@ class _Progress:
 def _table(run: WorkloadRun) -> str:
     j = run.to_json()
     head = (f"{j['name']}: {j['requests']} requests, density {j['density']:.3f}, DFS sharing "
-            f"{j['dfs_sharing_ratio']:.3f}, optimum {j['optimal_tokens_per_s']:,.0f} tokens/s")
+            f"{j['dfs_sharing_ratio']:.3f}, optimum {j['optimal_tokens_per_s']:,.0f} tokens/s, engine bound "
+            f"{j['engine_bound_tokens_per_s']:,.0f} tokens/s")
     lines = [head, f"  {'policy':<11}{'tokens/s':>12}{'of optimum':>12}{'sharing':>9}{'vs DFS':>8}{'plan s':>8}"]
 
     def fmt(v, spec: str) -> str:

@@ -14,7 +14,7 @@ import numpy as np
 
 from scheduler.planner.perf import HardwareProfile, ModelProfile, comp_time, mem_time
 from scheduler.planner.workload import Workload
-from scheduler.simulator.engine import output_lengths
+from scheduler.simulator.engine import EngineConfig, output_lengths
 
 
 @dataclass(frozen=True)
@@ -39,3 +39,25 @@ def optimum(w: Workload, model: ModelProfile, hw: HardwareProfile, sharing: floa
     d = output_lengths(w)
     return Optimum(float(np.sum(comp_time(p, d, model, hw))), float(np.sum(mem_time(p, d, model, hw))),
                    sharing, int(p.sum() + d.sum()))
+
+
+def engine_bound(w: Workload, model: ModelProfile, hw: HardwareProfile, sharing: float,
+                 config: EngineConfig = EngineConfig()) -> Optimum:
+    """A tighter bound for the simulated engine: the optimum plus what every order must pay there.
+
+    Every step reads the weights once and at most the KV pool, computes at
+    most step_tokens tokens, and a request decodes one token a step. So there
+    are at least K = max(KV token reads / pool, compute tokens / step_tokens,
+    longest output) steps, memory time is at least T_mem + K x weights / B,
+    and the engine's efficiency divides both. The gap between this and the
+    optimum is engine physics; the gap between a policy and this is ordering.
+    Returned as an Optimum whose t_mem carries the weight reads and whose
+    times are divided by the efficiency.
+    """
+    base = optimum(w, model, hw, sharing)
+    comp = (1.0 - sharing) * base.t_comp
+    kv_reads = base.t_mem * hw.bandwidth / model.kv_bytes_per_token
+    steps = max(kv_reads / config.capacity(model, hw), comp / (2.0 * model.params / hw.flops) / config.step_tokens,
+                float(output_lengths(w).max(initial=0)))
+    mem = base.t_mem + steps * model.weight_bytes() / hw.bandwidth
+    return Optimum(comp / config.efficiency, mem / config.efficiency, 0.0, base.tokens)

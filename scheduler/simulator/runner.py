@@ -14,7 +14,7 @@ import numpy as np
 from scheduler.planner import Workload, estimate_output_lengths, plan, warmup_sample
 from scheduler.planner.perf import HardwareProfile, ModelProfile
 from scheduler.simulator.engine import EngineConfig, SimResult, output_lengths, simulate
-from scheduler.simulator.optimum import Optimum, optimum
+from scheduler.simulator.optimum import Optimum, engine_bound, optimum
 from scheduler.simulator.prefix import build_prefix_trie, dfs_sharing_ratio
 from scheduler.simulator.workloads import density
 
@@ -37,6 +37,7 @@ class WorkloadRun:
     density: float
     dfs_sharing: float
     optimum: Optimum
+    bound: Optimum               # engine_bound: what the simulated engine allows any order
     runs: dict[str, PolicyRun] = field(default_factory=dict)
 
     def to_json(self) -> dict:
@@ -53,10 +54,12 @@ class WorkloadRun:
                 "plan_seconds": run.plan_seconds,
                 "simulated_seconds": r.seconds if r else None,
                 "preemptions": r.preemptions if r else None,
+                "fraction_of_engine_bound": r.tokens_per_s / self.bound.tokens_per_s if r else None,
                 "compute_utilisation": r.comp_seconds / r.seconds if r else None,
                 "memory_utilisation": r.mem_seconds / r.seconds if r else None,
             }
         return {"name": self.name, "requests": self.requests, "optimal_tokens_per_s": self.optimum.tokens_per_s,
+                "engine_bound_tokens_per_s": self.bound.tokens_per_s,
                 "density": self.density, "dfs_sharing_ratio": self.dfs_sharing, "policies": policies}
 
 
@@ -83,7 +86,7 @@ def run_workload(name: str, w: Workload, model: ModelProfile, hw: HardwareProfil
     trie = build_prefix_trie(w)
     s_dfs = dfs_sharing_ratio(w, trie)
     opt = optimum(w, model, hw, s_dfs)
-    out = WorkloadRun(name, w.n, density(w, s_dfs, model, hw), s_dfs, opt)
+    out = WorkloadRun(name, w.n, density(w, s_dfs, model, hw), s_dfs, opt, engine_bound(w, model, hw, s_dfs, config))
     kv_bytes = config.capacity(model, hw) * model.kv_bytes_per_token
     truth = Workload(w.tokens, w.offsets, w.max_tokens, output_lengths(w).astype(np.float64))
     for policy in policies:

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from scheduler.planner.workload import Workload
 from scheduler.simulator.cache import RadixCache
 from scheduler.simulator.engine import EngineConfig, output_lengths, simulate
-from scheduler.simulator.optimum import optimum
+from scheduler.simulator.optimum import engine_bound, optimum
 from scheduler.simulator.prefix import build_prefix_trie, dfs_sharing_ratio
 from tests.simulator.conftest import GPU, MODEL, shared_prefix_workload
 
@@ -85,10 +85,13 @@ def test_radix_lru_hits_grow_with_capacity(prompts, small, seed):
 @pytest.mark.parametrize("efficiency", [1.0, 0.94])
 def test_optimum_bounds_every_order(small_workload, efficiency):
     w = small_workload
+    config = EngineConfig(efficiency=efficiency)
     opt = optimum(w, MODEL, GPU, dfs_sharing_ratio(w))
+    bound = engine_bound(w, MODEL, GPU, dfs_sharing_ratio(w), config)
+    assert bound.tokens_per_s <= opt.tokens_per_s
     for name, order in _orders(w).items():
-        r = simulate(w, order, MODEL, GPU, EngineConfig(efficiency=efficiency))
-        assert r.tokens_per_s <= opt.tokens_per_s * (1 + 1e-9), name
+        r = simulate(w, order, MODEL, GPU, config)
+        assert r.tokens_per_s <= bound.tokens_per_s * (1 + 1e-9), name
 
 
 def test_single_request_time_matches_the_step_model():
@@ -128,12 +131,12 @@ def test_random_workloads_conserve_and_stay_bounded(rows, seed, extra):
     w = Workload.from_lists(prompts, 64, [d for _, d in rows])
     cap = int((w.prompt_lens() + output_lengths(w)).max() / 0.98) + 2 + extra * 7
     order = np.random.default_rng(seed).permutation(w.n)
-    r = simulate(w, order, MODEL, GPU, EngineConfig(kv_capacity_tokens=cap, step_tokens=16, max_running=4))
+    config = EngineConfig(kv_capacity_tokens=cap, step_tokens=16, max_running=4)
+    r = simulate(w, order, MODEL, GPU, config)
     assert r.finished == w.n
     assert r.output_tokens == sum(d for _, d in rows)
     assert r.peak_kv_tokens <= cap
-    opt = optimum(w, MODEL, GPU, dfs_sharing_ratio(w))
-    assert r.tokens_per_s <= opt.tokens_per_s * (1 + 1e-9)
+    assert r.tokens_per_s <= engine_bound(w, MODEL, GPU, dfs_sharing_ratio(w), config).tokens_per_s * (1 + 1e-9)
 
 
 def test_cache_evicts_least_recently_used_unpinned_leaf_first():
