@@ -33,20 +33,22 @@ class Plan:
     order: np.ndarray              # int64 permutation of range(n): the admission order (rank-major when ranks>1)
     rank_orders: list[np.ndarray]  # per data-parallel rank, contiguous pieces of equal estimated time
     sharing_ratio: float           # fraction of prompt tokens an unbounded prefix cache need not recompute (per rank)
-    stats: dict = field(default_factory=dict)   # plan_seconds per phase, split figures, rank balance
+    stats: dict = field(default_factory=dict)   # plan_seconds (wall) and plan_cpu_seconds per phase, split, ranks
 
 
 class _Clock:
-    """Seconds per phase, for Plan.stats['plan_seconds']."""
+    """Wall and CPU seconds per phase, for Plan.stats (CPU time is the figure that holds on a shared machine)."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
-        self._t = time.perf_counter()
+        self.cpu: dict[str, float] = {}
+        self._t, self._c = time.perf_counter(), time.process_time()
 
     def lap(self, phase: str) -> None:
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.process_time()
         self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._t
-        self._t = now
+        self.cpu[phase] = self.cpu.get(phase, 0.0) + cpu - self._c
+        self._t, self._c = now, cpu
 
 
 def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, model: perf.ModelProfile,
@@ -135,5 +137,6 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     sharing = shared / total_tokens if total_tokens > 0 else 0.0
     clock.lap("sharing")
     stats["plan_seconds"] = dict(clock.seconds, total=sum(clock.seconds.values()))
+    stats["plan_cpu_seconds"] = dict(clock.cpu, total=sum(clock.cpu.values()))
     full = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
     return Plan(full.astype(np.int64), [pc.astype(np.int64) for pc in pieces], sharing, stats)
