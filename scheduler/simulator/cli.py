@@ -42,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lengths", choices=LENGTH_MODES, default="estimate",
                    help="what BlendServe plans with: 1%% warm-up sample + estimates (default), or true lengths")
     p.add_argument("--step-tokens", type=int, default=EngineConfig.step_tokens, help="engine token budget per step")
-    p.add_argument("--max-running", type=int, default=EngineConfig.max_running, help="engine running-request cap")
+    p.add_argument("--max-running", type=int,
+                   help=f"engine running-request cap (default min({EngineConfig.max_running}, --step-tokens))")
     p.add_argument("--kv-capacity-gb", type=float, help="KV pool in GB (default: device memory x 0.95 - weights)")
     p.add_argument("--efficiency", type=float, default=EngineConfig.efficiency,
                    help="kernel efficiency vs roofline (default 0.94, the paper's Table 1 bound)")
@@ -142,7 +143,8 @@ def _run(args: argparse.Namespace) -> int:
         raise _UsageError("--plot needs a simulation: drop --plan-only")
     model, hw = _model(args.model), HARDWARE[args.gpu]
     kv_tokens = None if args.kv_capacity_gb is None else int(args.kv_capacity_gb * 1e9 / model.kv_bytes_per_token)
-    config = EngineConfig(step_tokens=args.step_tokens, max_running=args.max_running,
+    max_running = args.max_running if args.max_running is not None else min(EngineConfig.max_running, args.step_tokens)
+    config = EngineConfig(step_tokens=args.step_tokens, max_running=max_running,
                           kv_capacity_tokens=kv_tokens, efficiency=args.efficiency)
     if config.step_tokens < 1 or config.max_running < 1 or not 0 < config.efficiency <= 1:
         raise _UsageError("--step-tokens and --max-running must be >= 1 and --efficiency in (0, 1]")

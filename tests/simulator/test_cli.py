@@ -64,6 +64,8 @@ def test_readable_table_without_json(capsys):
     (["--model", "gpt-9"], "unknown model"),
     (["--requests", "0"], "at least 1"),
     (["--plan-only", "--plot", "x.png"], "--plot needs"),
+    (["--requests", "50", "--step-tokens", "512", "--max-running", "600"], "max_running must not exceed"),
+    (["--efficiency", "1.5"], "--efficiency"),
 ])
 def test_bad_arguments_are_clear_errors(capsys, argv, message):
     assert main(argv) == 2
