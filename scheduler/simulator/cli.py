@@ -146,8 +146,6 @@ def _run(args: argparse.Namespace) -> int:
     max_running = args.max_running if args.max_running is not None else min(EngineConfig.max_running, args.step_tokens)
     config = EngineConfig(step_tokens=args.step_tokens, max_running=max_running,
                           kv_capacity_tokens=kv_tokens, efficiency=args.efficiency)
-    if config.step_tokens < 1 or config.max_running < 1 or not 0 < config.efficiency <= 1:
-        raise _UsageError("--step-tokens and --max-running must be >= 1 and --efficiency in (0, 1]")
     if config.capacity(model, hw) < 1:
         raise _UsageError(f"{model.name} leaves no KV memory on {hw.name}: pass --kv-capacity-gb")
 

@@ -66,6 +66,14 @@ class EngineConfig:
     watermark: float = 0.01            # fraction of the KV pool kept free at admission (vLLM)
     efficiency: float = TABLE1_EFFICIENCY
 
+    def __post_init__(self) -> None:
+        if self.step_tokens < 1 or self.max_running < 1:
+            raise ValueError("step_tokens and max_running must be >= 1")
+        if self.max_running > self.step_tokens:
+            raise ValueError("max_running must not exceed step_tokens: every running request decodes each step")
+        if not 0 < self.efficiency <= 1:
+            raise ValueError("efficiency must be in (0, 1]")
+
     def capacity(self, model: ModelProfile, hw: HardwareProfile) -> int:
         if self.kv_capacity_tokens is not None:
             return int(self.kv_capacity_tokens)
@@ -177,8 +185,6 @@ class _Engine:
         order = np.asarray(order, dtype=np.int64)
         if len(order) != w.n or not np.array_equal(np.sort(order), np.arange(w.n)):
             raise ValueError("order must be a permutation of the workload's requests")
-        if config.max_running > config.step_tokens:
-            raise ValueError("max_running must not exceed step_tokens: every running request decodes each step")
         self.cfg = config
         self.cap = config.capacity(model, hw)
         self.p = w.prompt_lens().tolist()

@@ -204,8 +204,8 @@ def _solve_counts(streams: list[_Stream], n: int, rho: float, sharing: float,
         a = np.array([sh - sharing * t, (1.0 - sharing) * c - rho * m, np.ones(3)])
         new = np.linalg.solve(a, [0.0, 0.0, float(n)])
         if np.any(new < -0.5):
-            raise ValueError(f"rho={rho}, sharing={sharing} cannot be reached by mixing "
-                             f"{', '.join(s.kind.name for s in streams)}")
+            raise ValueError(f"rho={rho}, sharing={sharing} cannot be reached by mixing {n} requests of "
+                             f"{', '.join(s.kind.name for s in streams)} (mixes need a few thousand requests)")
         if np.allclose(new, counts, atol=0.5):
             break
         counts = new

@@ -65,7 +65,8 @@ def test_readable_table_without_json(capsys):
     (["--requests", "0"], "at least 1"),
     (["--plan-only", "--plot", "x.png"], "--plot needs"),
     (["--requests", "50", "--step-tokens", "512", "--max-running", "600"], "max_running must not exceed"),
-    (["--efficiency", "1.5"], "--efficiency"),
+    (["--efficiency", "1.5"], "efficiency must be"),
+    (["--requests", "50"], "mixes need a few thousand"),
 ])
 def test_bad_arguments_are_clear_errors(capsys, argv, message):
     assert main(argv) == 2
