@@ -66,7 +66,7 @@ def test_readable_table_without_json(capsys):
     (["--plan-only", "--plot", "x.png"], "--plot needs"),
     (["--requests", "50", "--step-tokens", "512", "--max-running", "600"], "max_running must not exceed"),
     (["--efficiency", "1.5"], "efficiency must be"),
-    (["--requests", "50"], "mixes need a few thousand"),
+    (["--requests", "50"], "too few requests"),
 ])
 def test_bad_arguments_are_clear_errors(capsys, argv, message):
     assert main(argv) == 2
