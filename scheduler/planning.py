@@ -135,17 +135,19 @@ def _plan_model(sessions: sessionmaker[Session], settings: Settings, policy: Pol
         t0 = time.time()
         pieces = policy.pieces(rnd)
         t_plan = time.time() - t0
-        seq = (s.scalar(select(func.max(Chunk.seq))) or 0) + 1
-        updates = []
+        first = seq = (s.scalar(select(func.max(Chunk.seq))) or 0) + 1
+        chunks, parts = [], []
         for piece in pieces:
             for start in range(0, len(piece.order), settings.chunk_requests):
                 part = piece.order[start:start + settings.chunk_requests]
-                cid = s.execute(insert(Chunk).values(model=model, seq=seq, rank=piece.rank, status="pending",
-                                                     size=len(part), attempts=0, created_at=now)
-                                .returning(Chunk.id)).scalar_one()
+                chunks.append({"model": model, "seq": seq, "rank": piece.rank, "status": "pending",
+                               "size": len(part), "attempts": 0, "created_at": now})
+                parts.append(part)
                 seq += 1
-                updates += [{"id": int(rnd.ids[i]), "chunk_id": cid, "position": pos, "status": "planned"}
-                            for pos, i in enumerate(part)]
+        s.execute(insert(Chunk), chunks)
+        ids = dict(s.execute(select(Chunk.seq, Chunk.id).where(Chunk.seq >= first)).all())
+        updates = [{"id": int(rnd.ids[i]), "chunk_id": ids[first + k], "position": pos, "status": "planned"}
+                   for k, part in enumerate(parts) for pos, i in enumerate(part)]
         assert len(updates) == len(rows), "a policy must place every request exactly once"
         s.execute(update(Request), updates)
     log.info("planned %d request(s) of %s in %d piece(s): policy %.2fs, round %.2fs", len(rows), model,
