@@ -11,8 +11,22 @@ from sqlalchemy import func, select
 
 from core.config import Settings
 from core.db import make_engine, make_sessionmaker
-from core.models import Batch, Request
+from core.models import Batch, Chunk, Request
 from tests.live import Deployment, jsonl, wait_batch
+
+
+def pg_schema_url(admin: str = "postgresql+psycopg://postgres@127.0.0.1:5432/test") -> str:
+    """A fresh PostgreSQL schema, so a run starts on an empty job table."""
+    import secrets
+
+    import sqlalchemy as sa
+
+    schema = f"bench_{secrets.token_hex(6)}"
+    eng = sa.create_engine(admin)
+    with eng.begin() as c:
+        c.execute(sa.text(f"CREATE SCHEMA {schema}"))
+    eng.dispose()
+    return f"{admin}?options=-csearch_path%3D{schema}"
 
 
 @dataclass
@@ -23,6 +37,7 @@ class ServiceRun:
     run_s: float             # first claim to last result
     whole_s: float           # batch creation to `completed`
     wait_s: float            # in_progress to first claim
+    per_worker_tokens: dict[str, int]
 
     @property
     def run_tok_s(self) -> float:
@@ -53,7 +68,12 @@ def run_service(rows: list[dict], models: str, workers: int = 1, **env: str) -> 
         with sessions() as s:
             bt = s.get(Batch, b.id)
             last = s.scalar(select(func.max(Request.finished_at)).where(Request.batch_id == b.id))
+            per_worker = dict(s.execute(
+                select(Chunk.worker_id, func.sum(Request.prompt_tokens + Request.completion_tokens))
+                .join(Chunk, Chunk.id == Request.chunk_id).where(Request.batch_id == b.id)
+                .group_by(Chunk.worker_id)).all())
         return ServiceRun(b.usage.total_tokens, b.usage.input_tokens_details.cached_tokens, b.usage.input_tokens,
-                          last - bt.first_run_at, whole, bt.first_run_at - bt.in_progress_at)
+                          last - bt.first_run_at, whole, bt.first_run_at - bt.in_progress_at,
+                          {k: int(v) for k, v in per_worker.items()})
     finally:
         d.stop()

@@ -1,0 +1,37 @@
+"""1, 2 and 3 CPU workers on PostgreSQL on the same batch: run-phase tokens/s and imbalance.
+
+Imbalance is max/mean - 1 of the tokens each worker processed. On the 2-core
+build machine the workers share two cores, so this shows the claim protocol
+and balance, not hardware scaling.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/workers_scaling.py --requests 96
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from benchmarks.harness import pg_schema_url, run_service
+from benchmarks.service_blend_vs_fcfs import workload
+from core.config import SMOLLM2, Settings
+from core.served import model_paths
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=96)
+    ap.add_argument("--planner", default="blendserve")
+    args = ap.parse_args()
+    models = f"{SMOLLM2}={model_paths(Settings())[SMOLLM2]}"
+    rows = workload(args.requests, seed=1)
+    for n in (1, 2, 3):
+        r = run_service(rows, models, workers=n, db_url=pg_schema_url(), BLENDSERVE_PLANNER=args.planner,
+                        BLENDSERVE_CHUNK_REQUESTS="8", BLENDSERVE_CPU_THREADS="1")
+        loads = list(r.per_worker_tokens.values())
+        imbalance = max(loads) / (sum(loads) / n) - 1 if len(loads) == n else float("nan")
+        print(json.dumps({"workers": n, "run_tok_s": round(r.run_tok_s, 1), "per_worker_tokens": loads,
+                          "imbalance": round(imbalance, 3), "cached_share": round(r.cached_share, 3)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
