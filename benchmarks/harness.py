@@ -48,13 +48,14 @@ class ServiceRun:
         return self.cached / self.prompt
 
 
-def run_service(rows: list[dict], models: str, workers: int = 1, **env: str) -> ServiceRun:
+def run_service(rows: list[dict], models: str, workers: int = 1, worker_args: tuple[str, ...] = (),
+                **env: str) -> ServiceRun:
     tmp = Path(tempfile.mkdtemp(prefix="bs-bench-"))
     d = Deployment(tmp, env.pop("db_url", ""), models, **env)
     d.start("api")
     d.start("scheduler")
     for i in range(workers):
-        d.start("worker", f"worker{i}")
+        d.start("worker", f"worker{i}", *worker_args)
     d.wait_ready()
     try:
         c = d.client()

@@ -27,8 +27,8 @@ def main() -> None:
     for n in (1, 2, 3):
         r = run_service(rows, models, workers=n, db_url=pg_schema_url(), BLENDSERVE_PLANNER=args.planner,
                         BLENDSERVE_CHUNK_REQUESTS="8", BLENDSERVE_CPU_THREADS="1")
-        loads = list(r.per_worker_tokens.values())
-        imbalance = max(loads) / (sum(loads) / n) - 1 if len(loads) == n else float("nan")
+        loads = sorted(r.per_worker_tokens.values()) + [0] * (n - len(r.per_worker_tokens))
+        imbalance = max(loads) / (sum(loads) / n) - 1
         print(json.dumps({"workers": n, "run_tok_s": round(r.run_tok_s, 1), "per_worker_tokens": loads,
                           "imbalance": round(imbalance, 3), "cached_share": round(r.cached_share, 3)}), flush=True)
 
