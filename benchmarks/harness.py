@@ -15,18 +15,12 @@ from core.models import Batch, Chunk, Request
 from tests.live import Deployment, jsonl, wait_batch
 
 
-def pg_schema_url(admin: str = "postgresql+psycopg://postgres@127.0.0.1:5432/test") -> str:
-    """A fresh PostgreSQL schema, so a run starts on an empty job table."""
-    import secrets
-
-    import sqlalchemy as sa
-
-    schema = f"bench_{secrets.token_hex(6)}"
-    eng = sa.create_engine(admin)
-    with eng.begin() as c:
-        c.execute(sa.text(f"CREATE SCHEMA {schema}"))
-    eng.dispose()
-    return f"{admin}?options=-csearch_path%3D{schema}"
+def rss_kb(pid: int, field: str = "VmHWM") -> int:
+    """A process's resident memory from /proc (VmRSS now, VmHWM its peak), in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
 
 
 @dataclass

@@ -25,6 +25,7 @@ from core.db import make_engine, make_sessionmaker
 from core.migrate import upgrade
 from core.models import Batch, Chunk, File, Request
 from core.served import model_paths
+from benchmarks.harness import rss_kb
 from tests.live import Deployment
 
 
@@ -40,13 +41,6 @@ def prompts(n: int, seed: int = 0) -> list[np.ndarray]:
         else:
             out.append(rng.integers(100, 40000, size=int(rng.integers(50, 1500)), dtype=np.int32))
     return out
-
-
-def rss_kb(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return 0
 
 
 def main() -> None:

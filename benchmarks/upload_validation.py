@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from core.config import SMOLLM2
+from benchmarks.harness import rss_kb
 from tests.live import Deployment, wait_batch
 
 WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge "
@@ -38,13 +39,6 @@ def make_file(path: Path, lines: int, target_bytes: int) -> int:
             head["body"]["messages"][1]["content"] = " ".join(text)[:room]
             f.write(json.dumps(head) + "\n")
     return path.stat().st_size
-
-
-def rss_kb(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return 0
 
 
 def main() -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from benchmarks.harness import pg_schema_url, run_service
+from benchmarks.harness import run_service
+from tests.live import pg_schema_url
 from benchmarks.service_blend_vs_fcfs import workload
 from core.config import SMOLLM2, Settings
 from core.served import model_paths

@@ -2,16 +2,13 @@
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
-from tests.live import Deployment
+from tests.live import Deployment, pg_schema_url
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-PG_ADMIN = os.environ.get("BLENDSERVE_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 TINY = "tiny-llama"
 
 
@@ -20,16 +17,6 @@ def tiny_model(tmp_path_factory) -> Path:
     from core.modelstore import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny"))
-
-
-def _pg_schema_url() -> str:
-    """A fresh schema per deployment, so runs never see each other's rows."""
-    schema = f"t_{secrets.token_hex(6)}"
-    eng = sa.create_engine(PG_ADMIN)
-    with eng.begin() as c:
-        c.execute(sa.text(f"CREATE SCHEMA {schema}"))
-    eng.dispose()
-    return f"{PG_ADMIN}?options=-csearch_path%3D{schema}"
 
 
 # Limits of the shared deployment, small so tests can cross them cheaply.
@@ -44,7 +31,7 @@ def backend(request) -> str:
 
 def _factory(tmp_path_factory, tiny_model, backend, made: list[Deployment]):
     def make(**env: str) -> Deployment:
-        url = "" if backend == "sqlite" else _pg_schema_url()
+        url = "" if backend == "sqlite" else pg_schema_url()
         d = Deployment(tmp_path_factory.mktemp(f"bs-{backend}"), url, f"{TINY}={tiny_model}", **env)
         made.append(d)
         return d

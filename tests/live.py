@@ -16,6 +16,23 @@ ROLES = ("api", "scheduler", "worker")
 READY = {"api": "Uvicorn running", "scheduler": "scheduler running", "worker": "serving"}
 
 
+PG_ADMIN = os.environ.get("BLENDSERVE_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+def pg_schema_url(admin: str = PG_ADMIN) -> str:
+    """A fresh PostgreSQL schema per deployment, so runs never see each other's rows."""
+    import secrets
+
+    import sqlalchemy as sa
+
+    schema = f"t_{secrets.token_hex(6)}"
+    eng = sa.create_engine(admin)
+    with eng.begin() as c:
+        c.execute(sa.text(f"CREATE SCHEMA {schema}"))
+    eng.dispose()
+    return f"{admin}?options=-csearch_path%3D{schema}"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
