@@ -15,9 +15,13 @@ default (128) lets shorter shared prefixes hit.
 Settings come from ``BLENDSERVE_VLLM_*`` variables (see ``VllmOptions``), and
 vLLM itself reads ``VLLM_CPU_KVCACHE_SPACE`` (GiB of KV cache on CPU). On CPU
 the process must start with ``LD_PRELOAD=<venv>/lib/libiomp5.so``
-(scripts/setup_vllm.sh prints it). The engine core runs in this process
-(``VLLM_ENABLE_V1_MULTIPROCESSING=0``): no spawned child, so no entry point
-needs a ``__main__`` guard.
+(scripts/setup_vllm.sh sets it). vLLM runs its engine core in a spawned
+process, as its own run_batch does (with the core in this process,
+VLLM_ENABLE_V1_MULTIPROCESSING=0, the benchmark ran markedly slower; see
+benchmarks/results/vllm.md). Spawning re-imports the entry point's main
+module unless it is a package's ``__main__`` (``python -m blendserve``,
+``python -m pytest``), so a script that starts this engine needs a
+``__main__`` guard.
 """
 from __future__ import annotations
 
@@ -62,7 +66,6 @@ class VllmEngine:
     """One model on vLLM's LLMEngine, fed lazily in plan order."""
 
     def __init__(self, model_path: Path, model_name: str, options: VllmOptions | None = None) -> None:
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from vllm import EngineArgs, LLMEngine
 
