@@ -1,0 +1,238 @@
+"""vLLM's own batch runner vs BlendServe driving the same vLLM engine, one JSONL file, three ways.
+
+(a) `python -m vllm.entrypoints.openai.run_batch` with prefix caching on: what
+    most people run for offline batches (file order, no job state);
+(b) the service (real api/scheduler/worker processes, SQLite) with a
+    `--engine vllm` worker and BLENDSERVE_PLANNER=blendserve;
+(c) the same with BLENDSERVE_PLANNER=fcfs: what the planner alone adds.
+
+All three use the same engine arguments (VllmOptions, also given to run_batch
+as flags) and the same VLLM_CPU_KVCACHE_SPACE. Each run starts from a fresh
+engine, so no run inherits another's prefix cache. Reported per run:
+  whole_s   (a) process start to the output file written; (b, c) upload start
+            to the last result written, with the worker already up (the service
+            keeps its engine warm between jobs, run_batch starts one per file);
+  run_tok_s prompt + completion tokens over the run phase: (a) from its
+            "Reading batch" log line to the output file written, (b, c) from
+            the batch's first claimed request to the last result written;
+  cached    the share of prompt tokens served from vLLM's prefix cache.
+
+    scripts/setup_vllm.sh .venv-vllm/bin/python -m benchmarks.vllm_vs_run_batch --repeats 3
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from core.config import SMOLLM2, Settings
+from core.db import make_engine, make_sessionmaker
+from core.models import Batch, Request
+from core.served import model_paths
+from tests.live import Deployment, jsonl, wait_batch
+from worker.engines.vllm import VllmOptions
+
+SUBJECTS = ["astronomy", "chemistry", "world history", "economics"]
+SYSTEMS = [
+    "You are a friendly travel agent for a small agency in Lisbon. You know the city's neighbourhoods, "
+    "transport, food and museums well, and you always suggest one concrete next step. Keep answers short, "
+    "warm and practical; never invent prices or opening hours; say so when you are unsure. ",
+    "You are a strict but kind grammar teacher. The user writes a sentence; you correct it, explain each "
+    "change in plain words, and give one more example of the same rule. Use British spelling, keep the "
+    "explanation under five lines and do not rewrite the user's meaning. ",
+    "You are a support agent for a cloud storage product. Users ask about sync, sharing, quotas and "
+    "billing. Answer step by step, mention the settings page path when relevant, and end by asking "
+    "whether the problem is solved. Never ask for passwords. ",
+]
+TOPICS = ["a lighthouse keeper", "a lost robot", "two rival bakers", "a dragon who collects maps",
+          "a city under the sea", "a clockmaker's apprentice", "a journey across a desert", "a haunted library"]
+
+
+def few_shot(subject: str) -> str:
+    """A long few-shot prefix, the same for every question on the subject (MMLU-style)."""
+    shots = []
+    for k in range(5):
+        shots.append(f"Question: In {subject}, which of the following statements about concept {k + 1} is "
+                     f"correct, given the standard textbook definition and the usual exam conventions?\n"
+                     + "".join(f"{'ABCD'[j]}) statement {j + 1} about concept {k + 1} of {subject}, "
+                               f"with a qualifying clause that makes it {'true' if j == k % 4 else 'false'}\n"
+                               for j in range(4))
+                     + f"Answer: {'ABCD'[k % 4]}\n\n")
+    return f"The following are multiple choice questions (with answers) about {subject}.\n\n" + "".join(shots)
+
+
+def workload(n: int, seed: int) -> list[dict]:
+    """Half few-shot multiple choice (1-2 token answers), 40% chat behind shared system prompts,
+    10% long generations from short prompts; kinds interleaved in file order as users write them."""
+    rng = random.Random(seed)
+    prefixes = {s: few_shot(s) for s in SUBJECTS}
+    rows = []
+    for i in range(n):
+        kind = rng.random()
+        if kind < 0.5:
+            subject = rng.choice(SUBJECTS)
+            q = (f"Question: Which option best describes finding number {i} in {subject}?\n"
+                 + "".join(f"{'ABCD'[j]}) option {rng.randint(1, 999)}\n" for j in range(4)) + "Answer:")
+            body = {"messages": [{"role": "user", "content": prefixes[subject] + q}], "max_tokens": rng.choice([1, 2])}
+        elif kind < 0.9:
+            body = {"messages": [{"role": "system", "content": rng.choice(SYSTEMS)},
+                                 {"role": "user", "content": f"Request {i}: help me with case {rng.randint(1, 10**6)}."}],
+                    "max_tokens": rng.choice([32, 64, 96])}
+        else:
+            body = {"messages": [{"role": "user", "content": f"Write a long, detailed story about {rng.choice(TOPICS)} "
+                                                             f"(story number {i})."}], "max_tokens": 256}
+        rows.append({"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions",
+                     "body": {"model": SMOLLM2, "temperature": 0, **body}})
+    return rows
+
+
+@dataclass
+class Run:
+    way: str
+    prompt: int
+    completion: int
+    cached: int
+    run_s: float
+    whole_s: float
+
+    @property
+    def run_tok_s(self) -> float:
+        return (self.prompt + self.completion) / self.run_s
+
+    def summary(self) -> dict:
+        return {**asdict(self), "run_tok_s": round(self.run_tok_s, 1),
+                "cached_share": round(self.cached / self.prompt, 3)}
+
+
+def cli_flags(args: dict) -> list[str]:
+    """vllm.EngineArgs keyword arguments as run_batch command-line flags."""
+    flags = []
+    for k, v in args.items():
+        flag = "--" + k.replace("_", "-")
+        if v is True:
+            flags.append(flag)
+        elif isinstance(v, list):
+            flags += [flag, *map(str, v)]
+        elif v is not False:
+            flags += [flag, str(v)]
+    return flags
+
+
+def run_vllm_batch(rows: list[dict], model: Path, options: VllmOptions, tmp: Path) -> Run:
+    """(a): vLLM's run_batch as a user runs it."""
+    src, out = tmp / "input.jsonl", tmp / "output.jsonl"
+    src.write_bytes(jsonl(rows))
+    model_args = {k: v for k, v in options.engine_args(model, SMOLLM2).items() if k != "model"}
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.run_batch", "-i", str(src), "-o", str(out),
+           "--model", str(model), "--enable-prompt-tokens-details", *cli_flags(model_args)]
+    log = tmp / "run_batch.log"
+    t0 = time.time()
+    with log.open("w") as sink:
+        p = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT)
+    started = None
+    while p.poll() is None:       # the log's own timestamps are whole seconds: watch for the line instead
+        if started is None and "Reading batch from" in log.read_text(errors="replace"):
+            started = time.time()
+        time.sleep(0.1)
+    if p.returncode or started is None:
+        raise RuntimeError("run_batch failed:\n" + log.read_text(errors="replace")[-4000:])
+    done = out.stat().st_mtime
+    usage = [json.loads(x)["response"]["body"]["usage"] for x in out.read_text().splitlines() if x.strip()]
+    assert len(usage) == len(rows), f"{len(usage)} results for {len(rows)} requests"
+    return Run("a: vllm run_batch", sum(u["prompt_tokens"] for u in usage),
+               sum(u["completion_tokens"] for u in usage),
+               sum((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0 for u in usage),
+               done - started, done - t0)
+
+
+def run_service(rows: list[dict], model: Path, planner: str, tmp: Path) -> Run:
+    """(b) or (c): a fresh deployment, its vLLM worker started before the upload."""
+    d = Deployment(tmp, "", f"{SMOLLM2}={model}", BLENDSERVE_PLANNER=planner, BLENDSERVE_CHUNK_REQUESTS="32",
+                   BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_PLAN_MAX_WAIT_S="1.0")
+    d.start("api")
+    d.start("scheduler")
+    d.start("worker", None, "--engine", "vllm")
+    try:
+        d.wait_ready(timeout=600)
+        while f"serving {SMOLLM2}" not in d.log("worker", tail=None):   # not vLLM's own "for serving" line
+            assert d.procs["worker"].poll() is None, d.log("worker")
+            time.sleep(0.2)
+        c = d.client()
+        t0 = time.time()
+        f = c.files.create(file=("input.jsonl", jsonl(rows)), purpose="batch")
+        b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+        b = wait_batch(c, b.id, timeout=3600)
+        assert b.status == "completed" and b.request_counts.completed == len(rows), (b, d.log("worker"))
+        sessions = make_sessionmaker(make_engine(Settings(data_dir=tmp).db_url))
+        with sessions() as s:
+            first = s.scalar(select(Batch.first_run_at).where(Batch.id == b.id))
+            last = s.scalar(select(func.max(Request.finished_at)).where(Request.batch_id == b.id))
+        u = b.usage
+        return Run(f"{'b' if planner == 'blendserve' else 'c'}: service, vllm engine, {planner}",
+                   u.input_tokens, u.output_tokens, u.input_tokens_details.cached_tokens, last - first, last - t0)
+    finally:
+        d.stop()
+
+
+def table(runs: list[Run]) -> str:
+    """Medians per way, as a markdown table."""
+    ways = sorted({r.way for r in runs})
+    lines = ["| way | runs | whole-job s | run-phase s | run-phase tok/s | prompt + completion tokens | cached share |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    med = {}
+    for w in ways:
+        rs = [r for r in runs if r.way == w]
+        med[w] = {k: statistics.median(getattr(r, k) if k != "run_tok_s" else r.run_tok_s for r in rs)
+                  for k in ("whole_s", "run_s", "run_tok_s")}
+        cached = statistics.median(r.cached / r.prompt for r in rs)
+        toks = statistics.median(r.prompt + r.completion for r in rs)
+        lines.append(f"| {w} | {len(rs)} | {med[w]['whole_s']:.1f} | {med[w]['run_s']:.1f} | "
+                     f"{med[w]['run_tok_s']:.0f} | {toks:.0f} | {cached:.1%} |")
+    a, b, c = (next((m for w, m in med.items() if w.startswith(x)), None) for x in "abc")
+    for name, num, den in (("b/a", b, a), ("b/c", b, c), ("c/a", c, a)):
+        if num and den:
+            lines.append(f"\n{name}: run-phase tok/s x{num['run_tok_s'] / den['run_tok_s']:.2f}, "
+                         f"whole-job time x{den['whole_s'] / num['whole_s']:.2f} faster")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--requests", type=int, default=240)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--kv-gib", default=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2"))
+    ap.add_argument("--ways", default="abc", help="which of a, b, c to run, in this order each repeat")
+    ap.add_argument("--json", type=Path, help="append every run's figures to this file")
+    args = ap.parse_args()
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(args.kv_gib)   # for run_batch and the workers alike
+    model = model_paths(Settings())[SMOLLM2]
+    rows = workload(args.requests, args.seed)
+    options = VllmOptions.from_env()
+    print(json.dumps({"options": asdict(options), "kv_gib": args.kv_gib, "requests": len(rows)}), flush=True)
+    runs: list[Run] = []
+    for _ in range(args.repeats):
+        for way in args.ways:
+            tmp = Path(tempfile.mkdtemp(prefix=f"bs-vllm-{way}-"))
+            run = run_vllm_batch(rows, model, options, tmp) if way == "a" else \
+                run_service(rows, model, "blendserve" if way == "b" else "fcfs", tmp)
+            runs.append(run)
+            print(json.dumps(run.summary()), flush=True)
+            if args.json:
+                with args.json.open("a") as f:
+                    f.write(json.dumps(run.summary()) + "\n")
+    print(table(runs))
+
+
+if __name__ == "__main__":
+    main()
