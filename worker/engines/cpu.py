@@ -365,7 +365,7 @@ class CpuEngine:
         model_path: Path,
         model_name: str,
         *,
-        max_batch: int = 8,
+        max_batch: int = 16,
         threads: int | None = None,
         kv_capacity_tokens: int = 32768,
         prefix_cache_tokens: int = 8192,
