@@ -8,9 +8,10 @@ engine runs 512-token steps, small enough that a step can overlap a full KV
 read with its compute (see benchmarks/results/simulator.md: with 2048-token
 steps and a full pool, compute saturates long before memory can).
 
-Measured when written (oracle lengths, seeds 1-3): BlendServe 0.637-0.645 of
-the optimum, FCFS 0.580-0.599, DFS 0.570-0.581, i.e. +7% to +12%. The
-asserted margin is 5%.
+Measured with planner a31e365, true lengths, seeds 1-3: BlendServe
+0.613-0.645 of the optimum, FCFS 0.584-0.597, DFS 0.567-0.582 (seed 1, the
+one asserted: +6.9% over FCFS, +9.1% over DFS); with the 1% warm-up
+estimates BlendServe reaches 0.648-0.665. The asserted margin is 5%.
 """
 from __future__ import annotations
 
