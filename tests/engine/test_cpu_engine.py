@@ -28,8 +28,8 @@ def test_forward_matches_transformers(tiny_model: Path) -> None:
     reference = LlamaForCausalLM.from_pretrained(tiny_model).eval()
     model = _Llama(tiny_model, torch.float32)
     ids = torch.tensor([prompts(3)[2]])
-    kv = _KVSlots(model, 1)
-    kv.reserve(ids.shape[1])
+    kv = _KVSlots(model)
+    kv.reserve(1, ids.shape[1])
     with torch.inference_mode():
         expected = reference(ids).logits[0, -1]
         got = model.forward(ids, torch.arange(ids.shape[1]).unsqueeze(0), _Prefill(kv, 0, 0, ids.shape[1]))[0]
@@ -42,6 +42,21 @@ def test_greedy_batch_equals_alone(tiny_model: Path) -> None:
     together = run(batch, requests)
     for request in requests:
         alone = CpuEngine(tiny_model, "tiny", max_batch=1, threads=1, dtype=torch.float32)
+        assert next(alone.generate([request])).output_ids == together[request.key].output_ids
+
+
+def test_kv_slots_grow_and_shrink(tiny_model: Path, monkeypatch) -> None:
+    """With a small growth step the buffer is reallocated (grown, then shrunk) mid-batch; results do not change."""
+    monkeypatch.setattr(_KVSlots, "GROW", 4)
+    requests = [GenRequest(0, prompts(8)[7], SamplingParams(max_tokens=40, temperature=0.0))]
+    requests += [GenRequest(i, p, SamplingParams(max_tokens=3, temperature=0.0)) for i, p in enumerate(prompts(6), 1)]
+    engine = CpuEngine(tiny_model, "tiny", max_batch=3, threads=1, dtype=torch.float32)
+    together = run(engine, requests)
+    assert engine.kv.k[0].shape[2] >= 26 + 40 - 1
+    run(engine, [GenRequest(9, [5, 6, 7], SamplingParams(max_tokens=2, temperature=0.0))])
+    assert engine.kv.k[0].shape[2] == 4  # shrunk to the short sequence's 4 tokens
+    for request in requests:
+        alone = CpuEngine(tiny_model, "tiny", max_batch=1, threads=1, dtype=torch.float32, prefix_cache_tokens=0)
         assert next(alone.generate([request])).output_ids == together[request.key].output_ids
 
 
@@ -131,7 +146,7 @@ def test_kv_capacity_limits_admission(tiny_model: Path) -> None:
 
     results = engine.generate(stream())
     first = next(results)
-    assert first.key in (0, 1) and pulled == [0, 1, 2]  # 2 is pulled but waits: 6 + 6 + 5 tokens > 12
+    assert first.key in (0, 1) and pulled == [0, 1, 2]  # 2 is pulled but waits: 3 slots x 6 tokens > 12
     assert sorted([first.key, *(r.key for r in results)]) == [0, 1, 2, 3]
 
 

@@ -104,35 +104,48 @@ class _Llama:
 
 
 class _KVSlots:
-    """One padded K and V buffer per layer, [slots, kv_heads, capacity, head_dim].
+    """One padded K and V buffer per layer, [slots, kv_heads, length, head_dim].
 
     Running sequences occupy slots 0..n-1 in order (the engine keeps them
-    compact), so a decode step attends over a plain slice of the buffer.
-    The time axis grows on demand up to the model's context length.
-    K and V are kept in float32 whatever the weights' dtype: attention reads a
-    strided slice of the buffer, which torch's CPU bmm multiplies in place in
-    float32 but copies first in bfloat16 (a third of a decode step, measured).
+    compact), so a decode step attends over a plain slice of the buffer. Both
+    the slot and the length axes grow on demand, and shrink when far larger
+    than needed, so memory follows the running batch: its size times its
+    longest sequence. K and V are kept in float32 whatever the weights' dtype:
+    attention reads a strided slice of the buffer, which torch's CPU bmm
+    multiplies in place in float32 but copies first in bfloat16 (a third of a
+    decode step, measured).
     """
 
     GROW = 256
 
-    def __init__(self, model: _Llama, slots: int) -> None:
-        self.shape = (slots, model.n_kv_heads, 0, model.head_dim)
+    def __init__(self, model: _Llama) -> None:
+        self.layers, self.kv_heads, self.head_dim = model.n_layers, model.n_kv_heads, model.head_dim
         self.dtype = torch.float32
-        self.k = [torch.zeros(self.shape, dtype=self.dtype) for _ in range(model.n_layers)]
-        self.v = [torch.zeros(self.shape, dtype=self.dtype) for _ in range(model.n_layers)]
+        self.k: list[torch.Tensor] = []
+        self.v: list[torch.Tensor] = []
+        self._allocate(0, 0)
 
-    def reserve(self, length: int) -> None:
-        """Make room for sequences of up to ``length`` tokens."""
-        cap = self.k[0].shape[2]
-        if length <= cap:
-            return
-        new_cap = -(-length // self.GROW) * self.GROW
-        shape = (*self.shape[:2], new_cap, self.shape[3])
-        for bufs in (self.k, self.v):
-            for i, old in enumerate(bufs):
-                bufs[i] = torch.zeros(shape, dtype=self.dtype)
-                bufs[i][:, :, :cap] = old
+    def _allocate(self, slots: int, length: int) -> None:
+        shape = (slots, self.kv_heads, length, self.head_dim)
+        old_k, old_v = self.k, self.v
+        self.k = [torch.zeros(shape, dtype=self.dtype) for _ in range(self.layers)]
+        self.v = [torch.zeros(shape, dtype=self.dtype) for _ in range(self.layers)]
+        for new, old in zip(self.k + self.v, old_k + old_v):
+            s, n = min(slots, old.shape[0]), min(length, old.shape[2])
+            new[:s, :, :n] = old[:s, :, :n]
+
+    def reserve(self, slots: int, length: int) -> None:
+        """Fit the buffer to ``slots`` sequences of up to ``length`` tokens, keeping their contents.
+
+        ``length`` must cover every running sequence: the buffer shrinks to it
+        when it is more than four times too long (after a long sequence ends).
+        """
+        have_slots, have_length = self.k[0].shape[0], self.k[0].shape[2]
+        want = -(-length // self.GROW) * self.GROW
+        new_length = want if length > have_length or have_length > 4 * want else have_length
+        new_slots = max(slots, have_slots)
+        if (new_slots, new_length) != (have_slots, have_length):
+            self._allocate(new_slots, new_length)
 
     def move(self, src: int, dst: int, length: int) -> None:
         for bufs in (self.k, self.v):
@@ -380,18 +393,20 @@ class CpuEngine:
         self.eos = set(eos_token_ids(model_path))
         self.context = context_length(model_path)
         self.model = _Llama(model_path, dtype)
-        self.kv = _KVSlots(self.model, max_batch)
+        self.kv = _KVSlots(self.model)
         self.prefix_cache = _PrefixCache(prefix_cache_tokens)
 
     def kv_capacity_tokens(self) -> int:
-        """The admission budget: a request is admitted while the running sequences'
-        prompt and output tokens plus its prompt fit (max_tokens is not reserved up
-        front: the worker fills in up to the whole context when a request omits it)."""
+        """The admission budget, in padded tokens: a request is admitted while
+        (running sequences + 1) x (the longest of them and its prompt) fits, since
+        KV slots are padded to the longest sequence. max_tokens is not reserved
+        up front (the worker fills in the whole context when a request omits it),
+        so the budget bounds memory at admission, not as sequences grow."""
         return self._capacity
 
     def close(self) -> None:
         self.prefix_cache = _PrefixCache(0)
-        self.kv = _KVSlots(self.model, self.max_batch)
+        self.kv = _KVSlots(self.model)
 
     @torch.inference_mode()
     def generate(self, requests: Iterable[GenRequest],
@@ -409,8 +424,10 @@ class CpuEngine:
                     exhausted = waiting is None
                 if waiting is None:
                     break
-                if running and sum(s.tokens for s in running) + len(waiting.input_ids) > self._capacity:
+                longest = max([len(waiting.input_ids), *(s.tokens for s in running)])
+                if running and (len(running) + 1) * longest > self._capacity:
                     break
+                self.kv.reserve(len(running) + 1, longest)
                 seq = self._admit(waiting, len(running))
                 waiting = None
                 if seq.finish_reason:
@@ -442,7 +459,6 @@ class CpuEngine:
             generator.manual_seed(request.params.seed)
         if request.params.max_tokens <= 0 or len(ids) >= self.context:
             return _Sequence(request, generator, 0, finish_reason="length")
-        self.kv.reserve(len(ids))
         prompt = torch.tensor(ids, dtype=torch.long)
         # The last prompt token is always computed: its logits give the first output token.
         cached = 0
@@ -461,7 +477,7 @@ class CpuEngine:
         """One decode step for every running sequence, batched."""
         last = torch.tensor([[s.output[-1]] for s in running], dtype=torch.long)
         lengths = torch.tensor([s.length for s in running], dtype=torch.long)
-        self.kv.reserve(int(lengths.max()) + 1)
+        self.kv.reserve(len(running), int(lengths.max()) + 1)
         logits = self.model.forward(last, lengths.unsqueeze(1), _Decode(self.kv, lengths))
         for seq, token in zip(running, self._sample(running, logits)):
             self._append(seq, token)
