@@ -15,7 +15,11 @@ engine, so no run inherits another's prefix cache. Reported per run:
   run_tok_s prompt + completion tokens over the run phase: (a) from its
             "Reading batch" log line to the output file written, (b, c) from
             the batch's first claimed request to the last result written;
-  cached    the share of prompt tokens served from vLLM's prefix cache.
+  cached    the share of prompt tokens served from vLLM's prefix cache;
+  tok/cpu_s the same tokens over the CPU-seconds of the process tree doing the
+            run ((a) run_batch and its engine processes, run phase; (b, c) the
+            worker and its engine processes, upload to completed): on a machine
+            shared with other work this moves much less than wall-clock rates.
 
     scripts/setup_vllm.sh .venv-vllm/bin/python -m benchmarks.vllm_vs_run_batch --repeats 3
 """
@@ -33,6 +37,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import psutil
 from sqlalchemy import func, select
 
 from core.config import SMOLLM2, Settings
@@ -104,14 +109,35 @@ class Run:
     cached: int
     run_s: float
     whole_s: float
+    cpu_s: float
+
+    @property
+    def tok_per_cpu_s(self) -> float:
+        return (self.prompt + self.completion) / self.cpu_s
 
     @property
     def run_tok_s(self) -> float:
         return (self.prompt + self.completion) / self.run_s
 
     def summary(self) -> dict:
-        return {**asdict(self), "run_tok_s": round(self.run_tok_s, 1),
+        return {**asdict(self), "run_tok_s": round(self.run_tok_s, 1), "tok_per_cpu_s": round(self.tok_per_cpu_s, 1),
                 "cached_share": round(self.cached / self.prompt, 3)}
+
+
+def tree_cpu_s(pid: int) -> float:
+    """User + system CPU-seconds of a process and all its live descendants."""
+    total = 0.0
+    try:
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            try:
+                t = proc.cpu_times()
+                total += t.user + t.system
+            except psutil.NoSuchProcess:
+                pass
+    except psutil.NoSuchProcess:
+        pass
+    return total
 
 
 def cli_flags(args: dict) -> list[str]:
@@ -139,10 +165,11 @@ def run_vllm_batch(rows: list[dict], model: Path, options: VllmOptions, tmp: Pat
     t0 = time.time()
     with log.open("w") as sink:
         p = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT)
-    started = None
+    started, cpu0, cpu1 = None, 0.0, 0.0
     while p.poll() is None:       # the log's own timestamps are whole seconds: watch for the line instead
+        cpu1 = tree_cpu_s(p.pid) or cpu1
         if started is None and "Reading batch from" in log.read_text(errors="replace"):
-            started = time.time()
+            started, cpu0 = time.time(), cpu1
         time.sleep(0.1)
     if p.returncode or started is None:
         raise RuntimeError("run_batch failed:\n" + log.read_text(errors="replace")[-4000:])
@@ -152,7 +179,7 @@ def run_vllm_batch(rows: list[dict], model: Path, options: VllmOptions, tmp: Pat
     return Run("a: vllm run_batch", sum(u["prompt_tokens"] for u in usage),
                sum(u["completion_tokens"] for u in usage),
                sum((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0 for u in usage),
-               done - started, done - t0)
+               done - started, done - t0, cpu1 - cpu0)
 
 
 def run_service(rows: list[dict], model: Path, planner: str, tmp: Path) -> Run:
@@ -168,10 +195,12 @@ def run_service(rows: list[dict], model: Path, planner: str, tmp: Path) -> Run:
             assert d.procs["worker"].poll() is None, d.log("worker")
             time.sleep(0.2)
         c = d.client()
-        t0 = time.time()
+        worker = d.procs["worker"].pid
+        t0, cpu0 = time.time(), tree_cpu_s(worker)
         f = c.files.create(file=("input.jsonl", jsonl(rows)), purpose="batch")
         b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
         b = wait_batch(c, b.id, timeout=3600)
+        cpu = tree_cpu_s(worker) - cpu0
         assert b.status == "completed" and b.request_counts.completed == len(rows), (b, d.log("worker"))
         sessions = make_sessionmaker(make_engine(Settings(data_dir=tmp).db_url))
         with sessions() as s:
@@ -179,7 +208,8 @@ def run_service(rows: list[dict], model: Path, planner: str, tmp: Path) -> Run:
             last = s.scalar(select(func.max(Request.finished_at)).where(Request.batch_id == b.id))
         u = b.usage
         return Run(f"{'b' if planner == 'blendserve' else 'c'}: service, vllm engine, {planner}",
-                   u.input_tokens, u.output_tokens, u.input_tokens_details.cached_tokens, last - first, last - t0)
+                   u.input_tokens, u.output_tokens, u.input_tokens_details.cached_tokens, last - first, last - t0,
+                   cpu)
     finally:
         d.stop()
 
@@ -187,21 +217,24 @@ def run_service(rows: list[dict], model: Path, planner: str, tmp: Path) -> Run:
 def table(runs: list[Run]) -> str:
     """Medians per way, as a markdown table."""
     ways = sorted({r.way for r in runs})
-    lines = ["| way | runs | whole-job s | run-phase s | run-phase tok/s | prompt + completion tokens | cached share |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| way | runs | whole-job s | run-phase s | run-phase tok/s | tok per CPU-s | "
+             "prompt + completion tokens | cached share |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     med = {}
     for w in ways:
         rs = [r for r in runs if r.way == w]
         med[w] = {k: statistics.median(getattr(r, k) if k != "run_tok_s" else r.run_tok_s for r in rs)
                   for k in ("whole_s", "run_s", "run_tok_s")}
+        med[w]["tok_per_cpu_s"] = statistics.median(r.tok_per_cpu_s for r in rs)
         cached = statistics.median(r.cached / r.prompt for r in rs)
         toks = statistics.median(r.prompt + r.completion for r in rs)
         lines.append(f"| {w} | {len(rs)} | {med[w]['whole_s']:.1f} | {med[w]['run_s']:.1f} | "
-                     f"{med[w]['run_tok_s']:.0f} | {toks:.0f} | {cached:.1%} |")
+                     f"{med[w]['run_tok_s']:.0f} | {med[w]['tok_per_cpu_s']:.0f} | {toks:.0f} | {cached:.1%} |")
     a, b, c = (next((m for w, m in med.items() if w.startswith(x)), None) for x in "abc")
     for name, num, den in (("b/a", b, a), ("b/c", b, c), ("c/a", c, a)):
         if num and den:
             lines.append(f"\n{name}: run-phase tok/s x{num['run_tok_s'] / den['run_tok_s']:.2f}, "
+                         f"tok per CPU-s x{num['tok_per_cpu_s'] / den['tok_per_cpu_s']:.2f}, "
                          f"whole-job time x{den['whole_s'] / num['whole_s']:.2f} faster")
     return "\n".join(lines)
 
