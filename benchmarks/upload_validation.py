@@ -25,6 +25,7 @@ WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly 
 
 def make_file(path: Path, lines: int, target_bytes: int) -> int:
     per_line = target_bytes // lines
+    text = " ".join(WORDS * (per_line // 40 + 2))
     with open(path, "w") as f:
         for i in range(lines):
             head = {"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions",
@@ -32,11 +33,8 @@ def make_file(path: Path, lines: int, target_bytes: int) -> int:
                         {"role": "system", "content": "You are a careful summariser."},
                         {"role": "user", "content": ""}]}}
             room = per_line - len(json.dumps(head)) - 1
-            text, k = [], i
-            while sum(map(len, text)) + len(text) < room:
-                text.append(WORDS[k % len(WORDS)])
-                k = k * 7 + 3
-            head["body"]["messages"][1]["content"] = " ".join(text)[:room]
+            start = (i * 7) % len(WORDS)     # vary the text so lines differ
+            head["body"]["messages"][1]["content"] = f"{i} " + text[start:start + room - len(str(i)) - 1]
             f.write(json.dumps(head) + "\n")
     return path.stat().st_size
 

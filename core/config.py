@@ -41,7 +41,7 @@ class Settings(BaseSettings):
     poll_interval_s: float = 0.2
 
     cpu_threads: int = 0                      # 0 = the engine's measured default
-    cpu_max_batch: int = 8
+    cpu_max_batch: int = 16
     tp: int = 1                               # tensor-parallel GPUs per worker (GPU engines)
 
     @property
