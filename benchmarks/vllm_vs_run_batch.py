@@ -124,20 +124,25 @@ class Run:
                 "cached_share": round(self.cached / self.prompt, 3)}
 
 
-def tree_cpu_s(pid: int) -> float:
-    """User + system CPU-seconds of a process and all its live descendants."""
-    total = 0.0
+def tree_cpu_s(pid: int, seen: dict[int, float] | None = None) -> float:
+    """User + system CPU-seconds of a process and its descendants.
+
+    With ``seen`` (pid -> last reading, updated here), a descendant that has
+    exited since an earlier call still counts with its last reading, so the sum
+    never drops when the engine processes exit before their parent.
+    """
+    seen = {} if seen is None else seen
     try:
         root = psutil.Process(pid)
         for proc in [root, *root.children(recursive=True)]:
             try:
                 t = proc.cpu_times()
-                total += t.user + t.system
+                seen[proc.pid] = t.user + t.system
             except psutil.NoSuchProcess:
                 pass
     except psutil.NoSuchProcess:
         pass
-    return total
+    return sum(seen.values())
 
 
 def cli_flags(args: dict) -> list[str]:
@@ -165,9 +170,9 @@ def run_vllm_batch(rows: list[dict], model: Path, options: VllmOptions, tmp: Pat
     t0 = time.time()
     with log.open("w") as sink:
         p = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT)
-    started, cpu0, cpu1 = None, 0.0, 0.0
+    started, cpu0, cpu1, seen = None, 0.0, 0.0, {}
     while p.poll() is None:       # the log's own timestamps are whole seconds: watch for the line instead
-        cpu1 = tree_cpu_s(p.pid) or cpu1
+        cpu1 = tree_cpu_s(p.pid, seen)
         if started is None and "Reading batch from" in log.read_text(errors="replace"):
             started, cpu0 = time.time(), cpu1
         time.sleep(0.1)
