@@ -11,15 +11,7 @@ clamp near the end). Each side admits while its share holds a request's
 average KV footprint (perf.kv_bytes_held) and refills from its own side as
 its requests finish; finishing is simulated in engine steps (a request lives
 for its prefill chunks plus its estimated output length), which is enough to
-get the interleaving ratio right. The engine's continuous batching consumes
-the result in order.
-
-Two refinements were tried and left out because the step-level simulator
-(scheduler/simulator) measured them 2-10% slower than this plain rule on
-Traces #1-#4 and grid points: pacing each side by Little's law (to stagger
-long generations) and holding the admitted work's cumulative density at
-rho_t (to keep the fast-finishing side from running ahead). Starting the
-memory-dense side's long requests as early as memory allows matters more.
+get the interleaving ratio right. The engine's continuous batching consumes the result in order.
 """
 from __future__ import annotations
 
@@ -78,15 +70,30 @@ def dual_scan(comp: np.ndarray, mem: np.ndarray, tokens: np.ndarray, shared: np.
     All arrays are aligned with the sequence: comp/mem seconds, prompt tokens,
     tokens shared with the previous leaf, average KV bytes held (of the part
     not shared) and life in engine steps (prefill chunks plus output tokens).
-    A side admits while its share holds the request, or when it runs nothing
-    at all, so that a share smaller than one request still makes progress.
+
+    Three rules decide which cursor admits next, simulated in engine steps:
+      * memory: a side admits while its share holds the request (or when it
+        runs nothing at all, so a share smaller than one request still moves);
+      * pacing (Little's law): after admitting a request of footprint b and
+        life L a side waits b L / M_side steps, so its requests start
+        staggered and its average occupancy is its share; unpaced, long
+        generations admitted together grow together, a burst of KV the
+        engine must preempt, then a drought;
+      * balance: the compute-dense side admits only while the admitted work
+        is not denser than rho_target ((1 - s) Comp <= rho_t Mem over all
+        admitted requests), the memory-dense side only while it is not
+        sparser. Memory alone would let the side whose requests finish fast
+        run far ahead of the other, leaving an unblended tail; with the
+        balance the two streams meet when both are spent.
     """
-    if capacity <= 0:
-        raise ValueError("the dual scan needs a positive KV capacity")
     n = len(kv)
     win = _Windows(comp, mem, tokens, shared, kv, capacity)
     b = np.asarray(kv, dtype=np.float64).tolist()
     life = np.maximum(np.asarray(life, dtype=np.float64), 1.0).tolist()
+    tokens = np.asarray(tokens, dtype=np.float64)
+    fresh = np.divide(tokens - shared, tokens, out=np.ones_like(tokens), where=tokens > 0)
+    balanced = bool(np.isfinite(rho_target))
+    weight = ((comp * fresh) - (rho_target * mem if balanced else 0.0)).tolist()
     rho_left, rho_right, right_end, left_end = win.rho_left, win.rho_right, win.right_end, win.left_end
     out_pos = [0] * n
     out_side = bytearray(n)
@@ -98,8 +105,10 @@ def dual_scan(comp: np.ndarray, mem: np.ndarray, tokens: np.ndarray, shared: np.
     # Hot loop: plain local scalars per side (0 = left, 1 = right), no helper calls.
     h0 = h1 = 0.0            # KV bytes held
     r0 = r1 = 0              # requests running
+    t0 = t1 = 0.0            # pacing: earliest step of the next admission
     m0, m1 = capacity, 0.0   # memory shares
     now = 0.0
+    excess = 0.0             # admitted (1 - s) Comp - rho_t Mem
     i, k, a = 0, n - 1, 0
     blk_i = blk_k = -1
     while i <= k:
@@ -111,36 +120,55 @@ def dual_scan(comp: np.ndarray, mem: np.ndarray, tokens: np.ndarray, shared: np.
             else:
                 m0, m1 = perf.memory_split(capacity, rho_target, rho_left[i], rho_right[k])
         moved = False
-        while i <= k and m0 > 0 and (h0 + b[i] <= m0 or r0 == 0) and i >> _SPLIT_SHIFT == blk_i:
-            bj = b[i]
+        # left cursor: its turn while the admitted work is not denser than the target
+        while (i <= k and m0 > 0 and now >= t0 and (excess <= 0 or not balanced or m1 <= 0)
+               and (h0 + b[i] <= m0 or r0 == 0) and i >> _SPLIT_SHIFT == blk_i):
+            bj, lj = b[i], life[i]
             out_alone[a] = h0 + bj > m0
             h0 += bj
             r0 += 1
-            push(heap, (now + life[i], i, 0, bj))
+            t0 = (now if now > t0 else t0) + bj * lj / m0
+            excess += weight[i]
+            push(heap, (now + lj, i, 0, bj))
             out_pos[a], out_share[a], out_held[a] = i, m0, h0
             a += 1
             i += 1
             moved = True
-        while i <= k and m1 > 0 and (h1 + b[k] <= m1 or r1 == 0) and k >> _SPLIT_SHIFT == blk_k:
-            bj = b[k]
+        # right cursor: its turn while the admitted work is not sparser than the target
+        while (i <= k and m1 > 0 and now >= t1 and (excess >= 0 or not balanced or m0 <= 0)
+               and (h1 + b[k] <= m1 or r1 == 0) and k >> _SPLIT_SHIFT == blk_k):
+            bj, lj = b[k], life[k]
             out_alone[a] = h1 + bj > m1
             h1 += bj
             r1 += 1
-            push(heap, (now + life[k], k, 1, bj))
+            t1 = (now if now > t1 else t1) + bj * lj / m1
+            excess += weight[k]
+            push(heap, (now + lj, k, 1, bj))
             out_pos[a], out_side[a], out_share[a], out_held[a] = k, 1, m1, h1
             a += 1
             k -= 1
             moved = True
         if moved:
             continue
-        # Both sides are full: the next request to finish frees its side's memory.
-        now, _, s, freed = pop(heap)
-        if s == 0:
-            r0 -= 1
-            h0 = h0 - freed if r0 else 0.0
-        else:
-            r1 -= 1
-            h1 = h1 - freed if r1 else 0.0
+        # Advance to the next finish, or to the next pacing slot of a side whose turn it is and whose request fits.
+        wake = now
+        if m0 > 0 and t0 > now and (excess <= 0 or not balanced or m1 <= 0) and (h0 + b[i] <= m0 or r0 == 0):
+            wake = t0
+        if (m1 > 0 and t1 > now and (excess >= 0 or not balanced or m0 <= 0) and (h1 + b[k] <= m1 or r1 == 0)
+                and (wake == now or t1 < wake)):
+            wake = t1
+        if heap and (wake == now or heap[0][0] <= wake):
+            now, _, s, freed = pop(heap)
+            if s == 0:
+                r0 -= 1
+                h0 = h0 - freed if r0 else 0.0
+            else:
+                r1 -= 1
+                h1 = h1 - freed if r1 else 0.0
+        elif wake > now:
+            now = wake
+        else:                                  # nothing runs and the balance blocks: let either side go
+            balanced = False
     return ScanResult(np.array(out_pos, dtype=np.int64), np.frombuffer(bytes(out_side), dtype=np.int8).copy(),
                       np.array(out_share, dtype=np.float64), np.array(out_held, dtype=np.float64),
                       np.frombuffer(bytes(out_alone), dtype=np.bool_).copy())
