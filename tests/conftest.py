@@ -20,7 +20,7 @@ def tiny_model(tmp_path_factory) -> Path:
 
 
 # Limits of the shared deployment, small so tests can cross them cheaply.
-MAX_LINES = 50
+MAX_LINES = 400
 MAX_FILE_BYTES = 200_000
 
 

@@ -6,7 +6,7 @@ import pytest
 from tests.conftest import TINY
 from tests.live import chat_lines, jsonl, read_lines, wait_batch
 
-N, SLOW = 40, 300   # enough tokens on the tiny model to take several seconds
+N, SLOW = 300, 1800   # ~100K tokens on the tiny model (it stops at eos after ~400): far more than 4 s
 
 
 def _outcome(c, b, rows):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from tests.conftest import TINY
 from tests.live import ROLES, chat_lines, jsonl, read_lines, wait_batch
 
-N, SLOW = 24, 120
+N, SLOW = 24, 1500
 
 
 def _submit(c):

@@ -15,7 +15,7 @@ def test_three_workers_one_killed(make_deployment, backend):
         d.start("worker", f"worker{i}")
     d.wait_ready()
     c = d.client()
-    rows = chat_lines(45, TINY, max_tokens=60)
+    rows = chat_lines(45, TINY, max_tokens=400)
     f = c.files.create(file=("w.jsonl", jsonl(rows)), purpose="batch")
     b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
     wait_batch(c, b.id, until=lambda x: x.request_counts.completed >= 3)

@@ -5,7 +5,9 @@ decoding, the next chunk is already being admitted, so chunk boundaries never
 drain the engine's running batch. A chunk is released once every request it
 admitted has a result.
 
-Results are written with a guard on the request's status, so a chunk re-run
+Results are written by a writer thread, many to a transaction, so the engine
+never waits on the database. They are written with a guard on the request's
+status, so a chunk re-run
 after a crash (or by a second worker after a lost lease) never writes a
 second result for a request: every custom_id comes out exactly once.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import socket
 import threading
 import time
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.config import Settings
@@ -74,6 +77,8 @@ class WorkerService:
         self.held: dict[int, _Held] = {}
         self.meta: dict[int, tuple[int, str, str]] = {}   # request id -> (chunk id, batch id, endpoint)
         self.live = _LiveBatches(self.sessions)
+        self.lock = threading.Lock()            # guards held/outstanding between the engine and writer threads
+        self.results: queue.Queue = queue.Queue()
         now = time.time()
         with self.sessions.begin() as s:
             s.add(Worker(id=self.id, model=engine.model_name, engine=engine_kind, host=socket.gethostname(),
@@ -83,6 +88,8 @@ class WorkerService:
     def run(self, stop: threading.Event | None = None) -> None:
         stop = stop or threading.Event()
         threading.Thread(target=self._heartbeat, args=(stop,), daemon=True, name="heartbeat").start()
+        writer = threading.Thread(target=self._writer, daemon=True, name="writer")
+        writer.start()
         log.info("worker %s serving %s", self.id, self.engine.model_name)
         while not stop.is_set():
             try:
@@ -90,7 +97,10 @@ class WorkerService:
                     stop.wait(self.settings.poll_interval_s)
             except Exception:
                 log.exception("engine stream failed")
+                self.results.join()
                 self._abandon()
+        self.results.put(None)              # finish writing what the engine produced, then stop
+        writer.join()
 
     def _serve_stream(self, stop: threading.Event) -> bool:
         """Run one engine stream over as many consecutive chunks as are ready; False if there were none."""
@@ -126,8 +136,9 @@ class WorkerService:
                 held.outstanding += 1
                 yield GenRequest(key=r.id, input_ids=np.frombuffer(r.prompt_ids, dtype="<i4").tolist(),
                                  params=sampling_params(r.body, r.max_tokens))
-            held.fed = True
-            self._maybe_release(cid)
+            with self.lock:
+                held.fed = True
+                self._maybe_release(cid)
 
     def _cancelled(self, key: int) -> bool:
         """The engine asks this between steps: drop work whose batch was cancelled or expired.
@@ -142,21 +153,45 @@ class WorkerService:
         if batch_id in self.live and not self.held[cid].lost:
             return False
         del self.meta[key]
-        self.held[cid].outstanding -= 1
-        self._maybe_release(cid)
+        with self.lock:
+            self.held[cid].outstanding -= 1
+            self._maybe_release(cid)
         return True
 
     def _write(self, res: GenResult) -> None:
         cid, _, endpoint = self.meta.pop(res.key)
-        body = response_body(endpoint, self.engine.model_name, res)
-        with self.sessions.begin() as s:
-            s.execute(update(Request).where(Request.id == res.key, Request.status == "planned").values(
-                status="completed", response=body, completion_tokens=res.completion_tokens,
-                cached_tokens=res.cached_tokens, finished_at=time.time()))
-        self.held[cid].outstanding -= 1
-        self._maybe_release(cid)
+        self.results.put((cid, res, response_body(endpoint, self.engine.model_name, res)))
+
+    def _writer(self) -> None:
+        """Write queued results, all that are waiting in one transaction, then settle their chunks."""
+        stmt = (update(Request).where(Request.id == bindparam("b_id"), Request.status == "planned")
+                .values(status="completed", response=bindparam("b_response"), completion_tokens=bindparam("b_out"),
+                        cached_tokens=bindparam("b_cached"), finished_at=bindparam("b_at")))
+        while True:
+            items = [self.results.get()]
+            while not self.results.empty() and len(items) < 256:
+                items.append(self.results.get_nowait())
+            done = [it for it in items if it is not None]
+            try:
+                if done:
+                    with self.sessions.begin() as s:
+                        s.connection().execute(stmt, [
+                            {"b_id": r.key, "b_response": body, "b_out": r.completion_tokens,
+                             "b_cached": r.cached_tokens, "b_at": time.time()} for _, r, body in done])
+                    with self.lock:
+                        for cid, _, _ in done:
+                            self.held[cid].outstanding -= 1
+                            self._maybe_release(cid)
+            except Exception:
+                log.exception("writing %d result(s) failed; their chunks will be re-run", len(done))
+            finally:
+                for _ in items:
+                    self.results.task_done()
+            if len(done) < len(items):
+                return
 
     def _maybe_release(self, cid: int) -> None:
+        """Release a chunk once it is fully fed and every admitted request settled (caller holds the lock)."""
         held = self.held[cid]
         if held.fed and held.outstanding <= 0:
             if not held.lost:
