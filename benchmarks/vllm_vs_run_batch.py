@@ -249,7 +249,8 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=240)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--kv-gib", default=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2"))
+    ap.add_argument("--kv-gib", type=int, default=int(os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2")),
+                    help="VLLM_CPU_KVCACHE_SPACE: whole GiB of KV cache")
     ap.add_argument("--ways", default="abc", help="which of a, b, c to run, in this order each repeat")
     ap.add_argument("--json", type=Path, help="append every run's figures to this file")
     args = ap.parse_args()
