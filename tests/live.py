@@ -13,7 +13,7 @@ from pathlib import Path
 import openai
 
 ROLES = ("api", "scheduler", "worker")
-READY = {"api": "Uvicorn running", "scheduler": "scheduler running", "worker": "serving"}
+READY = {"api": "Uvicorn running", "scheduler": "scheduler running", "worker": "blendserve.worker INFO worker worker_"}
 
 
 PG_ADMIN = os.environ.get("BLENDSERVE_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
