@@ -34,7 +34,7 @@ def main() -> None:
     config = EngineConfig(step_tokens=args.step_tokens, max_running=min(1024, args.step_tokens))
     policies = args.policies.split(",")
     names = [n for spec in args.workloads.split(",") for n in workloads.expand(spec)]
-    print(f"| workload | rho | s_DFS | " + " | ".join(f"{p} of opt" for p in policies)
+    print("| workload | rho | s_DFS | " + " | ".join(f"{p} of opt" for p in policies)
           + " | BlendServe sharing / DFS | BlendServe / DFS | wall s |")
     print("|" + "---|" * (len(policies) + 6))
     rows = []

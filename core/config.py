@@ -8,7 +8,6 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SMOLLM2 = "SmolLM2-135M-Instruct"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 from core.config import Settings
 from core.db import make_engine, make_sessionmaker

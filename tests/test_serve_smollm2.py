@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from core.config import SMOLLM2
-from tests.live import free_port, jsonl, read_lines, run_batch
+from tests.live import free_port, read_lines, run_batch
 
 
 @pytest.fixture(scope="session")
