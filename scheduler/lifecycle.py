@@ -63,6 +63,8 @@ def _finish(sessions: sessionmaker[Session], store: FileStore, batch_id: str, st
     with sessions() as s:
         b = s.get(Batch, batch_id)
         owner, endpoint = b.owner, b.endpoint
+    # Lines are pure ASCII (json.dumps' default): model text may hold U+2028, U+0085 and the like,
+    # which str.splitlines() and many JSONL readers treat as line breaks.
     out_id, err_id = new_id("file-"), new_id("file-")
     out, err = store.open_writer(out_id), store.open_writer(err_id)
     n_out = n_err = 0
@@ -72,11 +74,11 @@ def _finish(sessions: sessionmaker[Session], store: FileStore, batch_id: str, st
             if r.status == "completed":
                 line |= {"response": {"status_code": 200, "request_id": new_id("req_"), "body": r.response},
                          "error": None}
-                out.write(json.dumps(line, ensure_ascii=False).encode() + b"\n")
+                out.write(json.dumps(line).encode() + b"\n")
                 n_out += 1
             else:
                 line |= {"response": None, "error": r.error}
-                err.write(json.dumps(line, ensure_ascii=False).encode() + b"\n")
+                err.write(json.dumps(line).encode() + b"\n")
                 n_err += 1
         now = int(time.time())
         files = []
