@@ -8,7 +8,6 @@ from sqlalchemy.orm import Session
 
 from core.models import Request
 
-FINAL = ("completed", "failed", "cancelled", "expired")
 UNFINISHED = ("pending", "planned")
 
 

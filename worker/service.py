@@ -199,7 +199,7 @@ class WorkerService:
             del self.held[cid]
 
     def _abandon(self) -> None:
-        """After an engine failure: let leases lapse so the chunks are retried, or fail them after MAX_ATTEMPTS."""
+        """After an engine failure: hand held chunks back for a retry, or fail their requests after MAX_ATTEMPTS."""
         for cid in list(self.held):
             with self.sessions.begin() as s:
                 chunk = s.get(Chunk, cid)
