@@ -80,6 +80,10 @@ class _Llama:
         self.cos = torch.cat([angles.cos(), angles.cos()], dim=-1).to(dtype)
         self.sin = torch.cat([-angles.sin(), angles.sin()], dim=-1).to(dtype)
 
+    def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """RMSNorm computed in float32, as the reference Llama does: in bfloat16 greedy answers drift."""
+        return F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(x.dtype) * weight
+
     def forward(self, ids: torch.Tensor, pos: torch.Tensor, attn: "_Attention") -> torch.Tensor:
         """Logits (float32) of the last position of each row; ``ids`` and ``pos`` are [B, T].
 
@@ -91,16 +95,16 @@ class _Llama:
         x = self.embed[ids]
         cos, sin = self.cos[pos].unsqueeze(2), self.sin[pos].unsqueeze(2)  # [B, T, 1, D]
         for i, (ln1, wqkv, wo, ln2, wgu, wdown) in enumerate(self.layers):
-            qkv = F.linear(F.rms_norm(x, (x.shape[-1],), ln1, self.eps), wqkv)
+            qkv = F.linear(self._norm(x, ln1), wqkv)
             qk = qkv[..., : (H + KH) * D].view(B, T, H + KH, D)
             qk = qk * cos + qk.roll(D // 2, dims=-1) * sin  # rotary embedding on q and k at once
             q, k = qk[:, :, :H].transpose(1, 2), qk[:, :, H:].transpose(1, 2)
             v = qkv[..., (H + KH) * D :].view(B, T, KH, D).transpose(1, 2)
             o = attn.attend(q, *attn.store(i, k, v))
             x = x + F.linear(o.transpose(1, 2).reshape(B, T, H * D), wo)
-            gate, up = F.linear(F.rms_norm(x, (x.shape[-1],), ln2, self.eps), wgu).chunk(2, dim=-1)
+            gate, up = F.linear(self._norm(x, ln2), wgu).chunk(2, dim=-1)
             x = x + F.linear(F.silu(gate) * up, wdown)
-        return F.linear(F.rms_norm(x[:, -1], (x.shape[-1],), self.norm, self.eps), self.lm_head).float()
+        return F.linear(self._norm(x[:, -1], self.norm), self.lm_head).float()
 
 
 class _KVSlots:
