@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 
 from core.models import Request
 
-UNFINISHED = ("pending", "planned")
+UNFINISHED = ("queued", "pending", "planned")
 
 
 @dataclass

@@ -56,13 +56,19 @@ class Batch(Base):
 
 
 class Request(Base):
-    """One input line. status: pending -> planned -> completed | failed, or cancelled | expired."""
+    """One input line. status: [queued ->] pending -> planned -> completed | failed, or cancelled | expired.
+
+    queued rows passed validation but are not tokenized yet (no prompt ids, maybe no max_tokens).
+    body holds the request's parameters; its prompt (messages or prompt) stays in the input file,
+    at input_offset, and is read once, to tokenize it.
+    """
 
     __tablename__ = "requests"
     __table_args__ = (
         Index("ix_requests_batch_line", "batch_id", "line", unique=True),
         Index("ix_requests_status_model", "status", "model"),
         Index("ix_requests_chunk", "chunk_id", "position"),
+        Index("ix_requests_batch_status", "batch_id", "status", "line"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -71,9 +77,11 @@ class Request(Base):
     custom_id: Mapped[str] = mapped_column(String(512))
     model: Mapped[str] = mapped_column(String(256))
     body: Mapped[dict[str, Any]] = mapped_column(JSON)
-    prompt_ids: Mapped[bytes] = mapped_column(LargeBinary)   # int32 little-endian
-    prompt_tokens: Mapped[int] = mapped_column(Integer)
-    max_tokens: Mapped[int] = mapped_column(Integer)
+    input_offset: Mapped[int | None] = mapped_column(BigInteger)
+    input_length: Mapped[int | None] = mapped_column(Integer)
+    prompt_ids: Mapped[bytes | None] = mapped_column(LargeBinary)   # int32 little-endian
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    max_tokens: Mapped[int | None] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(String(16), default="pending")
     chunk_id: Mapped[int | None] = mapped_column(Integer)
     position: Mapped[int | None] = mapped_column(Integer)

@@ -1,9 +1,19 @@
-"""The validating phase: turn an uploaded file into request rows, or fail the batch.
+"""Intake: turn an uploaded file into request rows (or fail the batch), then tokenize them.
 
-Runs in the scheduler, off the request path. Rows are inserted in groups of
-short transactions (a long one would hold SQLite's write lock for the whole
-file); the batch stays `validating` meanwhile, so no planner sees them, and a
-restart simply deletes the partial rows and starts over.
+Runs in the scheduler, off the request path, in two steps:
+- validate_batch checks every line and inserts the rows in groups of short
+  transactions (a long one would hold SQLite's write lock for the whole
+  file); the batch stays `validating` meanwhile, so no planner sees them, and
+  a restart simply deletes the partial rows and starts over. Rows whose
+  prompt was not tokenized during validation (see scheduler/validation.py)
+  enter as `queued`, the others as `pending`. A row keeps the body's
+  parameters but not its prompt: that stays in the input file, which the
+  upload already wrote, and is read back by offset (storing 200 MB twice
+  would halve validation's speed).
+- tokenize_queued turns `queued` rows of running batches into `pending` ones
+  with their token ids, oldest batch first, a bounded slice per scheduler
+  tick, so planning, cancels and expiry stay responsive while a 50,000-line
+  file is tokenized and its first requests already run.
 """
 from __future__ import annotations
 
@@ -12,17 +22,19 @@ import time
 from typing import Callable
 
 import numpy as np
-from sqlalchemy import delete, insert, select
+import orjson
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.config import Settings
 from core.models import Batch, File, Request
 from core.storage import FileStore
-from scheduler.validation import MAX_ERRORS, LineError, ModelInfo, ValidRequest, validate
+from scheduler.validation import MAX_ERRORS, LineError, ModelInfo, ValidRequest, context_error, read_body, tokenize, validate
 
 log = logging.getLogger("blendserve.scheduler")
 
 INSERT_GROUP = 1000
+TOKENIZE_GROUP = 256
 
 
 def pack_ids(ids: list[int]) -> bytes:
@@ -47,7 +59,7 @@ def validate_batch(batch_id: str, sessions: sessionmaker[Session], store: FileSt
     if not has_file:
         errors.append(LineError(0, "file_not_found", f"The input file '{file_id}' no longer exists.").as_dict())
     else:
-        rows: list[dict] = []
+        rows: list[tuple] = []
         with store.open(file_id) as f:
             for item in validate(f, endpoint, models(), settings.max_requests_per_file):
                 if isinstance(item, LineError):
@@ -59,11 +71,13 @@ def validate_batch(batch_id: str, sessions: sessionmaker[Session], store: FileSt
                 model = item.model
                 rows.append(_row(batch_id, item))
                 if len(rows) >= INSERT_GROUP:
-                    total += _insert(sessions, rows)
-                    if _status(sessions, batch_id) != "validating":
+                    total += len(rows)
+                    if _insert(sessions, batch_id, rows) != "validating":
                         break       # cancelled meanwhile
+                    rows = []
         if not errors and rows:
-            total += _insert(sessions, rows)
+            total += len(rows)
+            _insert(sessions, batch_id, rows)
     now = int(time.time())
     with sessions.begin() as s:
         b = s.get(Batch, batch_id)
@@ -80,20 +94,81 @@ def validate_batch(batch_id: str, sessions: sessionmaker[Session], store: FileSt
             log.info("batch %s valid: %d requests in %.1fs", batch_id, total, time.time() - t0)
 
 
-def _row(batch_id: str, r: ValidRequest) -> dict:
-    return {"batch_id": batch_id, "line": r.line, "custom_id": r.custom_id, "model": r.model, "body": r.body,
-            "prompt_ids": pack_ids(r.prompt_ids), "prompt_tokens": len(r.prompt_ids), "max_tokens": r.max_tokens,
-            "status": "pending", "completion_tokens": 0, "cached_tokens": 0}
+ROW_COLUMNS = ("batch_id", "line", "custom_id", "model", "body", "input_offset", "input_length", "prompt_ids",
+               "prompt_tokens", "max_tokens", "status", "completion_tokens", "cached_tokens")
 
 
-def _insert(sessions: sessionmaker[Session], rows: list[dict]) -> int:
-    n = len(rows)
+def _row(batch_id: str, r: ValidRequest) -> tuple:
+    done = r.prompt_ids is not None
+    return (batch_id, r.line, r.custom_id, r.model, orjson.dumps(r.params()).decode(), r.offset, r.length,
+            pack_ids(r.prompt_ids) if done else None, len(r.prompt_ids) if done else None, r.max_tokens,
+            "pending" if done else "queued", 0, 0)
+
+
+def tokenize_queued(sessions: sessionmaker[Session], store: FileStore, models: dict[str, ModelInfo],
+                    budget_s: float = 1.0) -> int:
+    """Tokenize queued rows of running batches, oldest batch first, for about budget_s.
+
+    Returns how many rows left `queued`. The prompts are read back from the
+    input file; one deleted meanwhile fails its batch's queued rows.
+    """
+    done, t0 = 0, time.time()
+    while time.time() - t0 < budget_s:
+        with sessions() as s:
+            queued = select(Request.id).where(Request.batch_id == Batch.id, Request.status == "queued")
+            b = s.execute(select(Batch.id, Batch.endpoint, Batch.input_file_id)
+                          .where(Batch.status == "in_progress", queued.exists())
+                          .order_by(Batch.created_at, Batch.id).limit(1)).first()
+            if b is None:
+                break
+            rows = s.execute(select(Request.id, Request.line, Request.custom_id, Request.model, Request.max_tokens,
+                                    Request.input_offset, Request.input_length)
+                             .where(Request.batch_id == b.id, Request.status == "queued")
+                             .order_by(Request.line).limit(TOKENIZE_GROUP)).all()
+        info = models[rows[0].model]         # one model per batch
+        ready, failed = [], []
+        try:
+            with store.open(b.input_file_id) as f:
+                bodies = [read_body(_read(f, r.input_offset, r.input_length)) for r in rows]
+        except FileNotFoundError:
+            failed = [{"rid": r.id, "err": {"code": "file_not_found", "message": "The input file was deleted "
+                                            "before this request was read."}} for r in rows]
+        else:
+            for r, body, ids in zip(rows, bodies, tokenize(b.endpoint, bodies, info)):
+                err = context_error(v := ValidRequest(r.line, r.custom_id, body, r.model, r.max_tokens,
+                                                      prompt_ids=ids), info)
+                if err is None:
+                    ready.append({"rid": r.id, "ids": pack_ids(ids), "n": len(ids), "mt": v.max_tokens})
+                else:
+                    failed.append({"rid": r.id, "err": {"code": err.code, "message": err.message}})
+        still = (Request.id == bindparam("rid")) & (Request.status == "queued")   # a cancel may have closed it
+        with sessions.begin() as s:
+            if ready:
+                s.connection().execute(update(Request).where(still).values(
+                    status="pending", prompt_ids=bindparam("ids"), prompt_tokens=bindparam("n"),
+                    max_tokens=bindparam("mt")), ready)
+            if failed:
+                s.connection().execute(update(Request).where(still).values(
+                    status="failed", error=bindparam("err"), finished_at=time.time()), failed)
+        done += len(rows)
+    return done
+
+
+def _read(f, offset: int, length: int) -> bytes:
+    f.seek(offset)
+    return f.read(length)
+
+
+def _insert(sessions: sessionmaker[Session], batch_id: str, rows: list[tuple]) -> str:
+    """Insert the rows; returns the batch's status, to notice a cancel.
+
+    Straight through the DB-API cursor: SQLAlchemy's per-row parameter
+    processing costs as much as the database's own insert, and this is the
+    hot loop of validation.
+    """
     with sessions.begin() as s:
-        s.execute(insert(Request), rows)
-    rows.clear()
-    return n
-
-
-def _status(sessions: sessionmaker[Session], batch_id: str) -> str:
-    with sessions() as s:
+        conn = s.connection()
+        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        conn.connection.cursor().executemany(
+            f"INSERT INTO requests ({', '.join(ROW_COLUMNS)}) VALUES ({', '.join([mark] * len(ROW_COLUMNS))})", rows)
         return s.scalar(select(Batch.status).where(Batch.id == batch_id))

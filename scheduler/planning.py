@@ -2,7 +2,11 @@
 
 A round starts when unplanned requests reach N_max, when the oldest has
 waited T_max (DESIGN.md section 2), or when the policy asks for one (its
-warm-up samples finished, or the set of live workers changed). It re-plans
+warm-up samples finished, or the set of live workers changed). T_max counts
+only while no planned chunk of the model waits for a worker: it exists so an
+engine never idles, and with a backlog none does. Without that, work that
+trickles in (a big file being tokenized) would re-plan the whole backlog
+every T_max. It re-plans
 everything no worker has claimed: pending chunks are dissolved, their
 requests join the new ones, and the policy orders the union into pieces,
 one per data-parallel rank (or for any rank). Claimed chunks are never touched.
@@ -92,9 +96,9 @@ def _due_models(session: Session, settings: Settings, policy: Policy, now: float
     rows = session.execute(
         select(Request.model, func.count(), func.min(Batch.in_progress_at)).join(Batch)
         .where(Request.status == "pending", Batch.status == "in_progress").group_by(Request.model)).all()
-    due = {m for m, count, oldest in rows
-           if count >= settings.plan_max_requests or now - oldest >= settings.plan_max_wait_s}
-    planned = session.scalars(select(Chunk.model).where(Chunk.status == "pending").distinct()).all()
+    planned = set(session.scalars(select(Chunk.model).where(Chunk.status == "pending").distinct()))
+    due = {m for m, count, oldest in rows if count >= settings.plan_max_requests
+           or (m not in planned and now - oldest >= settings.plan_max_wait_s)}
     due |= {m for m in planned
             if policy.wants_round(session, m, len(live_workers(session, m, settings.lease_seconds, now)))}
     return sorted(due)

@@ -58,6 +58,7 @@ class Scheduler:
         bid = intake.next_validating(self.sessions)
         if bid:
             intake.validate_batch(bid, self.sessions, self.store, self.settings, self.models)
+        intake.tokenize_queued(self.sessions, self.store, self._models)
         planning.plan_round(self.sessions, self.settings, self.policy)
         lifecycle.settle(self.sessions, self.store)
 

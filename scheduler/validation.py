@@ -1,18 +1,29 @@
 """Validation of a batch input file, line by line, as OpenAI's Batch API checks it.
 
 Pure: it reads lines and tokenizers, never the database, so every rule can be
-tested alone. Lines are checked as they stream; a valid line is rendered to
-the exact prompt text the model will see (chat template applied) and tokenized
-in groups, so the scheduler and workers share the same token ids.
+tested alone. Lines are checked as they stream, and validation does not
+tokenize: BPE over a 200 MB file takes minutes, the checks take seconds. The
+context-length rule uses an upper bound instead: with a byte-level tokenizer
+every token covers at least one byte, so a prompt has at most as many tokens as
+its rendered text has bytes (plus a couple of special tokens). Only a line
+whose bound does not fit the context is tokenized here, exactly. The rest are
+tokenized later (`tokenize`, run by the scheduler while earlier requests
+already run), with the same function, so the scheduler and the workers share
+the same token ids; a tokenizer that broke the bound would turn into a
+per-request context_length_exceeded error there, never a wrong answer.
 """
 from __future__ import annotations
 
 import json
 import math
+
+import orjson
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 MAX_ERRORS = 100
+PROMPT_KEYS = ("messages", "prompt")   # what a row does not copy: it stays in the input file
+SPECIAL_MARGIN = 2      # tokens a tokenizer may add beyond the text's bytes (BOS, a SentencePiece space)
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
 UNSUPPORTED = {  # parameters we refuse rather than silently ignore
     "logprobs": "logprobs are not supported", "top_logprobs": "logprobs are not supported",
@@ -50,8 +61,14 @@ class ValidRequest:
     body: dict
     model: str
     max_tokens: int | None
-    text: str | None = None           # to tokenize; None when the prompt came as token ids
-    prompt_ids: list[int] | None = None
+    prompt_ids: list[int] | None = None    # None: tokenized later (the bound below fits the context)
+    bound: int = 0                         # an upper bound of the prompt's token count
+    offset: int = 0                        # where the line starts in the input file, and its length
+    length: int = 0
+
+    def params(self) -> dict:
+        """The body less its prompt: what the workers need besides the token ids."""
+        return {k: v for k, v in self.body.items() if k not in PROMPT_KEYS}
 
 
 class _Bad(Exception):
@@ -79,8 +96,9 @@ def _int(body: dict, key: str, lo: int) -> int | None:
 def _check_sampling(body: dict) -> None:
     if body.get("stream"):
         raise _Bad("stream_unsupported", "'stream': true is not allowed in a batch.", "stream")
-    for key, why in UNSUPPORTED.items():
-        if body.get(key) and not (key == "best_of" and body[key] == 1):
+    for key in sorted(UNSUPPORTED.keys() & body.keys()):
+        if body[key] and not (key == "best_of" and body[key] == 1):
+            why = UNSUPPORTED[key]
             raise _Bad("unsupported_parameter", f"'{key}': {why}.", key)
     _number(body, "temperature", 0.0, 2.0)
     _number(body, "top_p", 0.0, 1.0)
@@ -90,8 +108,8 @@ def _check_sampling(body: dict) -> None:
     if n is not None and n != 1:
         raise _Bad("unsupported_value", "'n' must be 1: send one line per sample.", "n")
     seed = body.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise _Bad("invalid_value", f"'seed' must be an integer, got {seed!r}.", "seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not -2**63 <= seed < 2**63):
+        raise _Bad("invalid_value", f"'seed' must be a 64-bit integer, got {seed!r}.", "seed")
     stop = body.get("stop")
     if stop is not None:
         stops = [stop] if isinstance(stop, str) else stop
@@ -123,8 +141,11 @@ def _check_messages(messages: Any) -> list[dict]:
     return out
 
 
-def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelInfo],
-                seen: set[str], batch_model: list[str]) -> ValidRequest:
+def _utf8_len(s: str) -> int:
+    return len(s) if s.isascii() else len(s.encode())
+
+
+def _slow_loads(raw: bytes) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -133,6 +154,19 @@ def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelI
         obj = json.loads(text)
     except json.JSONDecodeError as e:
         raise _Bad("invalid_json_line", f"The line is not valid JSON: {e.msg}.")
+    try:
+        json.dumps(obj, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise _Bad("invalid_value", "The line holds an unpaired UTF-16 surrogate escape (\\ud800-\\udfff).")
+    return obj
+
+
+def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelInfo],
+                seen: set[str], batch_model: list[str], skeletons: dict[tuple, int]) -> ValidRequest:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        obj = _slow_loads(raw)      # the standard library's message, or a number orjson refuses (> 64 bits)
     if not isinstance(obj, dict):
         raise _Bad("invalid_json_line", "The line must be a JSON object.")
     for key in ("custom_id", "method", "url", "body"):
@@ -168,14 +202,18 @@ def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelI
         messages = _check_messages(body.get("messages"))
         mt = _int(body, "max_completion_tokens", 1)
         mt = mt if mt is not None else _int(body, "max_tokens", 1)
-        return ValidRequest(lineno, cid, body, model, mt, text=info.render_chat(messages))
+        roles = tuple(m["role"] for m in messages)
+        if roles not in skeletons:      # the template's own bytes for this sequence of roles
+            skeletons[roles] = len(info.render_chat([{"role": r, "content": "x"} for r in roles]).encode())
+        bound = skeletons[roles] + sum(map(_utf8_len, (m["content"] for m in messages))) + SPECIAL_MARGIN
+        return ValidRequest(lineno, cid, body, model, mt, bound=bound)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
     mt = _int(body, "max_tokens", 1)
     mt = 16 if mt is None else mt            # the completions endpoint's documented default
     if isinstance(prompt, str) and prompt:
-        return ValidRequest(lineno, cid, body, model, mt, prompt_ids=info.encode_prompt([prompt])[0])
+        return ValidRequest(lineno, cid, body, model, mt, bound=_utf8_len(prompt) + SPECIAL_MARGIN)
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0
                                                    for t in prompt):
         return ValidRequest(lineno, cid, body, model, mt, prompt_ids=list(prompt))
@@ -183,47 +221,79 @@ def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelI
                "prompt")
 
 
-def validate(lines: Iterable[bytes], endpoint: str, models: dict[str, ModelInfo], max_lines: int,
-             group: int = 256) -> Iterator[ValidRequest | LineError]:
-    """Yield each line's ValidRequest (tokenized) or LineError; valid lines come in line order.
+def prompt_text(endpoint: str, body: dict, info: ModelInfo) -> str:
+    """The exact text the model sees for a validated body (chat template applied)."""
+    if endpoint == "/v1/chat/completions":
+        return info.render_chat(_check_messages(body["messages"]))
+    prompt = body["prompt"]
+    return prompt[0] if isinstance(prompt, list) else prompt
 
-    Blank lines are skipped. Tokenization happens in groups of `group` lines so
-    the fast tokenizer batches its work.
+
+def read_body(line: bytes) -> dict:
+    """The body of a line that passed validation, read back from the input file."""
+    try:
+        return orjson.loads(line)["body"]
+    except orjson.JSONDecodeError:
+        return json.loads(line)["body"]         # a number orjson refuses, as in _check_line
+
+
+def tokenize(endpoint: str, bodies: list[dict], info: ModelInfo) -> list[list[int]]:
+    """Token ids of validated bodies with string prompts: the ids every role uses."""
+    texts = [prompt_text(endpoint, b, info) for b in bodies]
+    return info.encode(texts) if endpoint == "/v1/chat/completions" else info.encode_prompt(texts)
+
+
+def context_error(r: ValidRequest, info: ModelInfo) -> LineError | None:
+    """Fill in a missing max_tokens from the exact prompt length, or say why the request cannot fit."""
+    n = len(r.prompt_ids)
+    if n + (r.max_tokens or 1) > info.context_length:
+        return LineError(r.line, "context_length_exceeded",
+                         f"The prompt ({n} tokens) plus max_tokens ({r.max_tokens}) exceeds the model's context "
+                         f"length of {info.context_length} tokens.", "body")
+    if r.max_tokens is None:
+        r.max_tokens = info.context_length - n
+    return None
+
+
+def validate(lines: Iterable[bytes], endpoint: str, models: dict[str, ModelInfo], max_lines: int,
+             group: int = 64) -> Iterator[ValidRequest | LineError]:
+    """Yield each line's ValidRequest or LineError; valid lines come in line order.
+
+    Blank lines are skipped. A ValidRequest has its prompt_ids when they were
+    given as ids or when its bound did not fit the context (then they were
+    tokenized here, in groups of `group` lines so the fast tokenizer batches).
     """
     seen: set[str] = set()
     batch_model: list[str] = []
+    skeletons: dict[tuple, int] = {}
     pending: list[ValidRequest] = []
     count = 0
 
     def flush() -> Iterator[ValidRequest | LineError]:
-        todo = [r for r in pending if r.prompt_ids is None]
+        todo = [r for r in pending if r.prompt_ids is None
+                and r.bound + (r.max_tokens or 1) > models[r.model].context_length]
         if todo:
-            ids = models[todo[0].model].encode([r.text for r in todo])
-            for r, t in zip(todo, ids):
-                r.prompt_ids, r.text = t, None
+            info = models[todo[0].model]
+            for r, ids in zip(todo, tokenize(endpoint, [r.body for r in todo], info)):
+                r.prompt_ids = ids
         for r in pending:
-            info = models[r.model]
-            need = len(r.prompt_ids) + (r.max_tokens or 1)
-            if need > info.context_length:
-                yield LineError(r.line, "context_length_exceeded",
-                                f"The prompt ({len(r.prompt_ids)} tokens) plus max_tokens ({r.max_tokens}) exceeds "
-                                f"the model's context length of {info.context_length} tokens.", "body")
-            else:
-                if r.max_tokens is None:
-                    r.max_tokens = info.context_length - len(r.prompt_ids)
-                yield r
+            err = context_error(r, models[r.model]) if r.prompt_ids is not None else None
+            yield err or r
         pending.clear()
 
+    pos = 0
     for lineno, raw in enumerate(lines, start=1):
-        raw = raw.rstrip(b"\r\n")
-        if not raw.strip():
+        offset, pos = pos, pos + len(raw)
+        if not raw or raw.isspace():
             continue
         count += 1
         if count > max_lines:
             yield LineError(lineno, "too_many_requests", f"The file has more than {max_lines} requests.")
             break
         try:
-            pending.append(_check_line(raw, lineno, endpoint, models, seen, batch_model))
+            r = _check_line(raw, lineno, endpoint, models, seen, batch_model, skeletons)
+            r.offset, r.length = offset, len(raw)      # JSON parsers ignore the trailing newline
+            pending.append(r)
         except _Bad as e:
             yield LineError(lineno, e.code, e.message, e.param)
         if len(pending) >= group:
