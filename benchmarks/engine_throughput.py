@@ -123,6 +123,8 @@ def main() -> None:
     ap.add_argument("--prefix-cache-tokens", type=int, default=512)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="compared on a small chat mix")
     ap.add_argument("--chat-batches", type=int, nargs="*", default=[8, 16, 32])
+    ap.add_argument("--chat-threads", type=int, nargs="+", default=[1], help="torch threads for the chat mix")
+    ap.add_argument("--chat-only", action="store_true", help="only the chat mix (the issue's reference figure)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
 
@@ -157,15 +159,18 @@ def main() -> None:
         "6 few-shot prefixes x 8 short-answer questions (max_tokens 8) plus 12 chats (max_tokens 48); "
         f"max_batch {args.max_batch}, prefix cache {args.prefix_cache_tokens} tokens.",
     ]
-    rows = [measure([order], ordered(exam.requests, order)) for order in ("grouped", "shuffled")]
-    lines += table("Request order (exam mix):", ["order", *cols], rows)
-    rows = [measure([name], ordered(exam.requests, "grouped"), dtype=getattr(torch, name))
-            for name in ("bfloat16", "float32")]
-    lines += table("Weight dtype (exam mix, grouped):", ["dtype", *cols], rows)
-    rows = [measure([str(t)], small.requests, threads=t) for t in args.threads]
-    lines += table("Torch threads (16 short chats, max_tokens 16, max_batch 16):", ["threads", *cols], rows)
-    rows = [measure([str(mb)], chat.requests, max_batch=mb) for mb in args.chat_batches]
-    lines += table(f"Chat mix: {len(chat.requests)} short chat requests (max_tokens 48):", ["max_batch", *cols], rows)
+    if not args.chat_only:
+        rows = [measure([order], ordered(exam.requests, order)) for order in ("grouped", "shuffled")]
+        lines += table("Request order (exam mix):", ["order", *cols], rows)
+        rows = [measure([name], ordered(exam.requests, "grouped"), dtype=getattr(torch, name))
+                for name in ("bfloat16", "float32")]
+        lines += table("Weight dtype (exam mix, grouped):", ["dtype", *cols], rows)
+        rows = [measure([str(t)], small.requests, threads=t) for t in args.threads]
+        lines += table("Torch threads (16 short chats, max_tokens 16, max_batch 16):", ["threads", *cols], rows)
+    rows = [measure([str(mb), str(t)], chat.requests, max_batch=mb, threads=t)
+            for mb in args.chat_batches for t in args.chat_threads]
+    lines += table(f"Chat mix: {len(chat.requests)} short chat requests (max_tokens 48):",
+                   ["max_batch", "threads", *cols], rows)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         text = "\n".join(lines) + "\n"
