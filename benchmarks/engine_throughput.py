@@ -28,7 +28,7 @@ import torch  # noqa: E402
 
 from core.modelstore import ensure_checkpoint, load_tokenizer, smollm2_gguf_path  # noqa: E402
 from worker.engines.base import GenRequest, SamplingParams  # noqa: E402
-from worker.engines.cpu import CpuEngine  # noqa: E402
+from worker.engines.cpu import CpuEngine, default_dtype  # noqa: E402
 
 SUBJECTS = ["arithmetic", "geography", "chemistry", "history", "biology", "astronomy"]
 CAPITALS = [("France", "Paris"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Japan", "Tokyo"), ("Egypt", "Cairo"),
@@ -134,7 +134,7 @@ def main() -> None:
     small = Mix("chat16", [GenRequest(r.key, r.input_ids, SamplingParams(max_tokens=16, temperature=0.0))
                            for r in chat.requests[:16]])
     base = {"model_path": path, "model_name": "SmolLM2-135M-Instruct", "max_batch": args.max_batch,
-            "prefix_cache_tokens": args.prefix_cache_tokens, "threads": 1, "dtype": torch.bfloat16}
+            "prefix_cache_tokens": args.prefix_cache_tokens, "threads": 1, "dtype": default_dtype()}
 
     def measure(label: list[str], requests: list[GenRequest], **overrides) -> list[str]:
         m = median_of(args.runs, {**base, **overrides}, requests)
@@ -153,13 +153,14 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f}, at the end {{load_end}} (the machine is shared with other work, so wall-clock "
         "figures move with it; tokens per CPU-second, the process's own CPU time, moves much less). "
         f"Medians of {args.runs} runs, each on a fresh engine (empty prefix cache); "
-        "greedy decoding; bfloat16 weights and one thread unless a row says otherwise.",
+        f"greedy decoding; {str(base['dtype']).removeprefix('torch.')} weights (this CPU's default) and one "
+        "thread unless a row says otherwise.",
         "",
-        f"Exam mix: {len(exam.requests)} requests, {sum(len(r.input_ids) for r in exam.requests)} prompt tokens: "
-        "6 few-shot prefixes x 8 short-answer questions (max_tokens 8) plus 12 chats (max_tokens 48); "
-        f"max_batch {args.max_batch}, prefix cache {args.prefix_cache_tokens} tokens.",
     ]
     if not args.chat_only:
+        lines.append(f"Exam mix: {len(exam.requests)} requests, {sum(len(r.input_ids) for r in exam.requests)} "
+                     "prompt tokens: 6 few-shot prefixes x 8 short-answer questions (max_tokens 8) plus 12 chats "
+                     f"(max_tokens 48); max_batch {args.max_batch}, prefix cache {args.prefix_cache_tokens} tokens.")
         rows = [measure([order], ordered(exam.requests, order)) for order in ("grouped", "shuffled")]
         lines += table("Request order (exam mix):", ["order", *cols], rows)
         rows = [measure([name], ordered(exam.requests, "grouped"), dtype=getattr(torch, name))

@@ -209,3 +209,14 @@ def test_draw_follows_the_nucleus() -> None:
     torch.testing.assert_close(nucleus, torch.tensor([0.625, 0.375, 0.0]), atol=0.04, rtol=0)
     flat = torch.full((1000,), 1e-3)  # the 64 likeliest hold too little: falls back to the whole vocabulary
     assert len({_draw(flat, 0.5, gen) for _ in range(200)}) > 64
+
+
+def test_default_dtype_follows_the_cpu(tmp_path: Path) -> None:
+    from worker.engines.cpu import default_dtype
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor : 0\nflags : fpu avx2 avx512f avx512_bf16\n")
+    assert default_dtype(info) == torch.bfloat16
+    info.write_text("processor : 0\nflags : fpu avx2 avx512f\n")
+    assert default_dtype(info) == torch.float32
+    assert default_dtype(tmp_path / "missing") == torch.float32

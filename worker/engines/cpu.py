@@ -29,13 +29,24 @@ from safetensors.torch import load_file
 from core.modelstore import context_length, eos_token_ids, load_tokenizer
 from worker.engines.base import GenRequest, GenResult
 
-# Measured on the 2-core build machine (benchmarks/results/engine.md): bfloat16
-# weights run prefill about 3x and decode about 2x faster than float32 (the CPU
-# has AVX512-BF16); one torch thread beats two, by far, whenever anything else
-# runs on the machine (two OpenMP threads on two busy cores stall each other),
-# and the service runs its API and scheduler beside the worker.
+# Measured on the 2-core build machines (benchmarks/results/engine*.md): on a
+# CPU with AVX512-BF16, bfloat16 weights run prefill about 3x and decode about
+# 2x faster than float32; on one with AVX2 only (an EPYC), torch emulates
+# bfloat16 and the same matmuls run 1.5x slower than in float32. One torch
+# thread beats two whenever anything else runs on the machine (two OpenMP
+# threads on two busy cores stall each other), and the service runs its API
+# and scheduler beside the worker.
 DEFAULT_THREADS = 1
-DEFAULT_DTYPE = torch.bfloat16
+
+
+def default_dtype(cpuinfo: Path = Path("/proc/cpuinfo")) -> torch.dtype:
+    """bfloat16 where the CPU multiplies it natively, else float32."""
+    try:
+        flags = set(cpuinfo.read_text().split())
+    except OSError:
+        return torch.float32
+    return torch.bfloat16 if flags & {"avx512_bf16", "amx_bf16"} else torch.float32
+
 
 
 class _Llama:
@@ -386,7 +397,7 @@ class CpuEngine:
         threads: int | None = None,
         kv_capacity_tokens: int = 32768,
         prefix_cache_tokens: int = 8192,
-        dtype: torch.dtype = DEFAULT_DTYPE,
+        dtype: torch.dtype | None = None,
     ) -> None:
         self.model_name = model_name
         self.max_batch = max_batch
@@ -396,7 +407,7 @@ class CpuEngine:
         self.tokenizer = load_tokenizer(model_path)
         self.eos = set(eos_token_ids(model_path))
         self.context = context_length(model_path)
-        self.model = _Llama(model_path, dtype)
+        self.model = _Llama(model_path, dtype or default_dtype())
         self.kv = _KVSlots(self.model)
         self.prefix_cache = _PrefixCache(prefix_cache_tokens)
 
