@@ -121,3 +121,13 @@ class Worker(Base):
     pid: Mapped[int] = mapped_column(Integer)
     started_at: Mapped[float] = mapped_column(Float)
     heartbeat_at: Mapped[float] = mapped_column(Float)
+
+
+class Lease(Base):
+    """A role that must act alone per database (the scheduler) holds this row's lease; others stand by."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str | None] = mapped_column(String(128))
+    until: Mapped[float] = mapped_column(Float, default=0.0)

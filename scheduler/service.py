@@ -1,16 +1,27 @@
 """The scheduler role: validation, planning rounds and batch transitions, in one loop.
 
-One scheduler is active per database; it holds no state the database lacks,
-so it can be restarted at any time.
+One scheduler is active per database: it holds the `scheduler` lease and
+renews it every tick; any other scheduler started against the same database
+stands by and takes over once the lease lapses (a crash) or is released (a
+clean stop). A tick lasts seconds (validation of a 200 MB file, a planning
+round of 50,000 requests), well inside the lease. The scheduler holds no
+state the database lacks, so it can be restarted, or replaced, at any time.
 """
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
+import time
+import uuid
+
+from sqlalchemy import or_, update
 
 from core.config import Settings
 from core.db import make_engine, make_sessionmaker
 from core.migrate import upgrade
+from core.models import Lease
 from core.served import model_paths
 from core.storage import FileStore
 from scheduler import intake, lifecycle, planning
@@ -50,6 +61,24 @@ class Scheduler:
         self.store = FileStore(settings.files_dir)
         self.policy = policy_for(settings)
         self._models = {n: model_info(n, p) for n, p in model_paths(settings).items()}
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.leading: bool | None = None
+
+    def lead(self) -> bool:
+        """Take or renew the scheduler lease; False while another live scheduler holds it."""
+        now = time.time()
+        with self.sessions.begin() as s:
+            won = s.execute(update(Lease).where(Lease.name == "scheduler",
+                                                or_(Lease.holder == self.id, Lease.until < now))
+                            .values(holder=self.id, until=now + self.settings.lease_seconds)).rowcount == 1
+        if won != self.leading:
+            log.info("scheduler %s %s", self.id, "leads" if won else "standing by: another scheduler leads")
+        self.leading = won
+        return won
+
+    def release(self) -> None:
+        with self.sessions.begin() as s:
+            s.execute(update(Lease).where(Lease.name == "scheduler", Lease.holder == self.id).values(until=0.0))
 
     def models(self) -> dict[str, ModelInfo]:
         return self._models
@@ -65,10 +94,17 @@ class Scheduler:
     def run(self, stop: threading.Event | None = None) -> None:
         stop = stop or threading.Event()
         log.info("scheduler running (planner=%s)", self.settings.planner)
-        while not stop.is_set():
+        try:
+            while not stop.is_set():
+                try:
+                    if self.lead():
+                        self.tick()
+                except Exception:
+                    log.exception("scheduler tick failed; retrying")
+                    stop.wait(1.0)
+                stop.wait(self.settings.poll_interval_s)
+        finally:
             try:
-                self.tick()
+                self.release()      # a standby takes over at once
             except Exception:
-                log.exception("scheduler tick failed; retrying")
-                stop.wait(1.0)
-            stop.wait(self.settings.poll_interval_s)
+                log.warning("could not release the scheduler lease; a standby takes over when it lapses")

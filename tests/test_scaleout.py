@@ -1,10 +1,12 @@
 """Several workers on one database: chunks are claimed once, a killed worker's chunk is re-run elsewhere."""
 from __future__ import annotations
 
+import time
+
 import sqlalchemy as sa
 
 from tests.conftest import TINY
-from tests.live import chat_lines, jsonl, read_lines, wait_batch
+from tests.live import chat_lines, jsonl, read_lines, run_batch, wait_batch
 
 
 def test_three_workers_one_killed(make_deployment, backend):
@@ -34,3 +36,23 @@ def test_three_workers_one_killed(make_deployment, backend):
         workers = conn.execute(sa.text("SELECT count(DISTINCT worker_id) FROM chunks")).scalar()
     eng.dispose()
     assert dict(statuses).keys() == {"done"} and workers >= 2
+
+
+def test_standby_scheduler_takes_over(make_deployment, backend):
+    d = make_deployment()
+    d.start("api")
+    d.start("scheduler", "sched_a")
+    d.start("worker")
+    d.wait_ready()
+    c = d.client()
+    assert run_batch(c, chat_lines(4, TINY)).status == "completed"
+    d.start("scheduler", "sched_b")
+    d.wait_ready()
+    deadline = time.time() + 30
+    while "standing by" not in d.log("sched_b", tail=None) and time.time() < deadline:
+        time.sleep(0.2)
+    assert " leads" in d.log("sched_a", tail=None) and "standing by" in d.log("sched_b", tail=None)
+    d.kill("sched_a")                   # a crash: the lease lapses (3 s in tests) and sched_b takes over
+    b = run_batch(c, chat_lines(4, TINY, prefix="after "))
+    assert b.status == "completed" and b.request_counts.completed == 4
+    assert " leads" in d.log("sched_b", tail=None)
