@@ -125,22 +125,7 @@ def tokenize_queued(sessions: sessionmaker[Session], store: FileStore, models: d
                                     Request.input_offset, Request.input_length)
                              .where(Request.batch_id == b.id, Request.status == "queued")
                              .order_by(Request.line).limit(TOKENIZE_GROUP)).all()
-        info = models[rows[0].model]         # one model per batch
-        ready, failed = [], []
-        try:
-            with store.open(b.input_file_id) as f:
-                bodies = [read_body(_read(f, r.input_offset, r.input_length)) for r in rows]
-        except FileNotFoundError:
-            failed = [{"rid": r.id, "err": {"code": "file_not_found", "message": "The input file was deleted "
-                                            "before this request was read."}} for r in rows]
-        else:
-            for r, body, ids in zip(rows, bodies, tokenize(b.endpoint, bodies, info)):
-                err = context_error(v := ValidRequest(r.line, r.custom_id, body, r.model, r.max_tokens,
-                                                      prompt_ids=ids), info)
-                if err is None:
-                    ready.append({"rid": r.id, "ids": pack_ids(ids), "n": len(ids), "mt": v.max_tokens})
-                else:
-                    failed.append({"rid": r.id, "err": {"code": err.code, "message": err.message}})
+        ready, failed = _tokenize_rows(rows, b.endpoint, b.input_file_id, store, models)
         still = (Request.id == bindparam("rid")) & (Request.status == "queued")   # a cancel may have closed it
         with sessions.begin() as s:
             if ready:
@@ -152,6 +137,44 @@ def tokenize_queued(sessions: sessionmaker[Session], store: FileStore, models: d
                     status="failed", error=bindparam("err"), finished_at=time.time()), failed)
         done += len(rows)
     return done
+
+
+def _tokenize_rows(rows, endpoint: str, file_id: str, store: FileStore,
+                   models: dict[str, ModelInfo]) -> tuple[list[dict], list[dict]]:
+    """Update parameters for rows that became pending and rows that failed (each with its error)."""
+    def fail(code: str, message: str, of=rows) -> list[dict]:
+        return [{"rid": r.id, "err": {"code": code, "message": message}} for r in of]
+
+    info = models.get(rows[0].model)         # one model per batch
+    if info is None:
+        return [], fail("model_not_found", f"The model '{rows[0].model}' is no longer served here.")
+    try:
+        with store.open(file_id) as f:
+            bodies = [read_body(_read(f, r.input_offset, r.input_length)) for r in rows]
+    except FileNotFoundError:
+        return [], fail("file_not_found", "The input file was deleted before this request was read.")
+    try:
+        all_ids = tokenize(endpoint, bodies, info)
+    except Exception:   # a tokenizer failure must not stall the scheduler: find the culprits, fail only them
+        log.exception("tokenizing %d request(s) failed; retrying them one by one", len(rows))
+        all_ids = [_tokenize_one(endpoint, body, info) for body in bodies]
+    ready, failed = [], []
+    for r, body, ids in zip(rows, bodies, all_ids):
+        if isinstance(ids, Exception):
+            failed += fail("tokenization_failed", f"The prompt could not be tokenized: {ids}", [r])
+        elif err := context_error(v := ValidRequest(r.line, r.custom_id, body, r.model, r.max_tokens,
+                                                    prompt_ids=ids), info):
+            failed += fail(err.code, err.message, [r])
+        else:
+            ready.append({"rid": r.id, "ids": pack_ids(ids), "n": len(ids), "mt": v.max_tokens})
+    return ready, failed
+
+
+def _tokenize_one(endpoint: str, body: dict, info: ModelInfo) -> list[int] | Exception:
+    try:
+        return tokenize(endpoint, [body], info)[0]
+    except Exception as e:
+        return e
 
 
 def _read(f, offset: int, length: int) -> bytes:

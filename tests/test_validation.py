@@ -1,6 +1,7 @@
 """Validation without tokenizing: the byte bound, the exact path for long prompts, and deferred tokenization."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -140,3 +141,28 @@ def test_deleted_input_file_fails_the_queued_rows(tmp_path, info):
     assert intake.tokenize_queued(sessions, store, {"m": info}) == 1
     [row] = rows_of(sessions)
     assert row.status == "failed" and row.error["code"] == "file_not_found"
+
+
+def test_a_failing_tokenizer_fails_only_its_requests(tmp_path, info):
+    """Fault injection: an encode that raises on one prompt fails that request alone, and a model no longer
+    served fails the rest; the scheduler carries on either way."""
+    def encode(texts):
+        if any("BOOM" in t for t in texts):
+            raise ValueError("bad prompt")
+        return info.encode(texts)
+
+    broken = dataclasses.replace(info, encode=encode)
+    bodies = [{"model": "m", "messages": [{"role": "user", "content": t}]} for t in ("fine", "BOOM", "ok")]
+    sessions, store = make_batch(tmp_path, info, bodies, ["queued"] * 3)
+    assert intake.tokenize_queued(sessions, store, {"m": broken}) == 3
+    rows = rows_of(sessions)
+    assert [r.status for r in rows] == ["pending", "failed", "pending"]
+    assert rows[1].error["code"] == "tokenization_failed" and "bad prompt" in rows[1].error["message"]
+
+
+def test_a_model_no_longer_served_fails_its_queued_rows(tmp_path, info):
+    sessions, store = make_batch(tmp_path, info, [{"model": "m", "messages": [{"role": "user", "content": "x"}]}],
+                                 ["queued"])
+    assert intake.tokenize_queued(sessions, store, {}) == 1
+    [row] = rows_of(sessions)
+    assert row.status == "failed" and row.error["code"] == "model_not_found"
