@@ -19,6 +19,23 @@ def tiny_model(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny"))
 
 
+@pytest.fixture(scope="session")
+def smollm2_models(tmp_path_factory) -> Path:
+    """SmolLM2 converted from its GGUF once per session (the slowest set-up step) into a shared models dir."""
+    from core.modelstore import ensure_checkpoint, smollm2_gguf_path
+
+    models = tmp_path_factory.mktemp("models")
+    ensure_checkpoint(smollm2_gguf_path(), models)
+    return models
+
+
+@pytest.fixture(scope="session")
+def smollm2_checkpoint(smollm2_models) -> Path:
+    from core.modelstore import ensure_checkpoint, smollm2_gguf_path
+
+    return ensure_checkpoint(smollm2_gguf_path(), smollm2_models)
+
+
 # Limits of the shared deployment, small so tests can cross them cheaply.
 MAX_LINES = 400
 MAX_FILE_BYTES = 200_000

@@ -8,20 +8,9 @@ import sys
 import time
 
 import httpx
-import pytest
 
 from core.config import SMOLLM2
 from tests.live import free_port, read_lines, run_batch
-
-
-@pytest.fixture(scope="session")
-def smollm2_models(tmp_path_factory):
-    """Convert the GGUF once per session into a models dir that each data dir can link to."""
-    from core.modelstore import ensure_checkpoint, smollm2_gguf_path
-
-    models = tmp_path_factory.mktemp("models")
-    ensure_checkpoint(smollm2_gguf_path(), models)
-    return models
 
 
 def test_serve_answers_with_smollm2(tmp_path, smollm2_models):

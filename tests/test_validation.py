@@ -24,14 +24,8 @@ TEXTS = ["plain words here", "日本語のテキストと中文", "emoji 🤖�
 
 
 @pytest.fixture(scope="module", params=["tiny", "smollm2"])
-def info(request, tmp_path_factory):
-    if request.param == "tiny":
-        from core.modelstore import build_tiny_model
-
-        return model_info("m", build_tiny_model(tmp_path_factory.mktemp("tiny")))
-    from core.modelstore import ensure_checkpoint, smollm2_gguf_path
-
-    return model_info("m", ensure_checkpoint(smollm2_gguf_path(), tmp_path_factory.mktemp("smol")))
+def info(request, tiny_model):
+    return model_info("m", tiny_model if request.param == "tiny" else request.getfixturevalue("smollm2_checkpoint"))
 
 
 def line(i: int, messages: list[dict], **body) -> bytes:

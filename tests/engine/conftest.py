@@ -8,7 +8,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from core.modelstore import build_tiny_model, ensure_checkpoint, smollm2_gguf_path  # noqa: E402
+from core.modelstore import build_tiny_model  # noqa: E402
 from worker.engines.cpu import CpuEngine  # noqa: E402
 
 
@@ -20,8 +20,3 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def tiny_engine(tiny_model: Path) -> CpuEngine:
     return CpuEngine(tiny_model, "tiny", max_batch=4, threads=1)
-
-
-@pytest.fixture(scope="session")
-def smollm2_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return ensure_checkpoint(smollm2_gguf_path(), tmp_path_factory.mktemp("models"))

@@ -14,16 +14,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
-from core.modelstore import ensure_checkpoint, smollm2_gguf_path  # noqa: E402
 from worker.engines.vllm import VllmEngine, VllmOptions  # noqa: E402  (imports vllm only when an engine starts)
 
 # Small enough that a test can see admission stop at max_num_seqs.
 OPTIONS = VllmOptions(max_num_seqs=4, block_size=32, max_num_batched_tokens=2048)
-
-
-@pytest.fixture(scope="session")
-def smollm2_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return ensure_checkpoint(smollm2_gguf_path(), tmp_path_factory.mktemp("models"))
 
 
 @pytest.fixture(scope="session")
