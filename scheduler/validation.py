@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import math
-
-import orjson
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
+
+import orjson
 
 MAX_ERRORS = 100
 PROMPT_KEYS = ("messages", "prompt")   # what a row does not copy: it stays in the input file
@@ -204,7 +204,10 @@ def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelI
         mt = mt if mt is not None else _int(body, "max_tokens", 1)
         roles = tuple(m["role"] for m in messages)
         if roles not in skeletons:      # the template's own bytes for this sequence of roles
-            skeletons[roles] = len(info.render_chat([{"role": r, "content": "x"} for r in roles]).encode())
+            try:
+                skeletons[roles] = len(info.render_chat([{"role": r, "content": "x"} for r in roles]).encode())
+            except Exception as e:      # templates may refuse some orders of roles (no alternation, ...)
+                raise _Bad("invalid_value", f"The model's chat template refuses these messages: {e}", "messages")
         bound = skeletons[roles] + sum(map(_utf8_len, (m["content"] for m in messages))) + SPECIAL_MARGIN
         return ValidRequest(lineno, cid, body, model, mt, bound=bound)
     prompt = body.get("prompt")

@@ -160,3 +160,18 @@ def test_a_model_no_longer_served_fails_its_queued_rows(tmp_path, info):
     assert intake.tokenize_queued(sessions, store, {}) == 1
     [row] = rows_of(sessions)
     assert row.status == "failed" and row.error["code"] == "model_not_found"
+
+
+def test_a_chat_template_refusing_the_roles_is_a_line_error(info):
+    def render(messages):
+        if [m["role"] for m in messages][-1] != "user":
+            raise ValueError("Conversation roles must alternate user/assistant")
+        return info.render_chat(messages)
+
+    strict = dataclasses.replace(info, render_chat=render)
+    out = list(validate([line(1, [{"role": "user", "content": "hi"}]),
+                         line(2, [{"role": "assistant", "content": "hi"}])], CHAT, {"m": strict}, 10))
+    [ok] = [r for r in out if isinstance(r, ValidRequest)]
+    [err] = [r for r in out if isinstance(r, LineError)]
+    assert ok.line == 1 and (err.line, err.code, err.param) == (2, "invalid_value", "messages")
+    assert "alternate" in err.message
