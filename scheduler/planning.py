@@ -4,12 +4,14 @@ A round starts when unplanned requests reach N_max, when the oldest has
 waited T_max (DESIGN.md section 2), or when the policy asks for one (its
 warm-up samples finished, or the set of live workers changed). T_max counts
 only while no planned chunk of the model waits for a worker: it exists so an
-engine never idles, and with a backlog none does. Without that, work that
+engine never idles, and with a backlog none does; without that, work that
 trickles in (a big file being tokenized) would re-plan the whole backlog
-every T_max. It re-plans
-everything no worker has claimed: pending chunks are dissolved, their
-requests join the new ones, and the policy orders the union into pieces,
-one per data-parallel rank (or for any rank). Claimed chunks are never touched.
+every T_max.
+
+A round re-plans everything no worker has claimed: pending chunks are
+dissolved, their requests join the new ones, and the policy orders the union
+into pieces, one per data-parallel rank (or for any rank). Claimed chunks are
+never touched.
 """
 from __future__ import annotations
 
