@@ -32,7 +32,7 @@ from worker.engines.base import GenRequest, GenResult
 # Measured on the 2-core build machines (benchmarks/results/engine*.md): on a
 # CPU with AVX512-BF16, bfloat16 weights run prefill about 3x and decode about
 # 2x faster than float32; on one with AVX2 only (an EPYC), torch emulates
-# bfloat16 and the same matmuls run 1.5x slower than in float32. One torch
+# bfloat16 and the engine runs 1.6x slower than in float32. One torch
 # thread beats two whenever anything else runs on the machine (two OpenMP
 # threads on two busy cores stall each other), and the service runs its API
 # and scheduler beside the worker.
@@ -46,7 +46,6 @@ def default_dtype(cpuinfo: Path = Path("/proc/cpuinfo")) -> torch.dtype:
     except OSError:
         return torch.float32
     return torch.bfloat16 if flags & {"avx512_bf16", "amx_bf16"} else torch.float32
-
 
 
 class _Llama:
