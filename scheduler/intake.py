@@ -29,7 +29,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from core.config import Settings
 from core.models import Batch, File, Request
 from core.storage import FileStore
-from scheduler.validation import MAX_ERRORS, LineError, ModelInfo, ValidRequest, context_error, read_body, tokenize, validate
+from scheduler.validation import (MAX_ERRORS, LineError, ModelInfo, ValidRequest, context_error, read_body, tokenize,
+                                  validate)
 
 log = logging.getLogger("blendserve.scheduler")
 
@@ -72,9 +73,9 @@ def validate_batch(batch_id: str, sessions: sessionmaker[Session], store: FileSt
                 rows.append(_row(batch_id, item))
                 if len(rows) >= INSERT_GROUP:
                     total += len(rows)
-                    if _insert(sessions, batch_id, rows) != "validating":
+                    status, rows = _insert(sessions, batch_id, rows), []
+                    if status != "validating":
                         break       # cancelled meanwhile
-                    rows = []
         if not errors and rows:
             total += len(rows)
             _insert(sessions, batch_id, rows)

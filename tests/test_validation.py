@@ -175,3 +175,24 @@ def test_a_chat_template_refusing_the_roles_is_a_line_error(info):
     [err] = [r for r in out if isinstance(r, LineError)]
     assert ok.line == 1 and (err.line, err.code, err.param) == (2, "invalid_value", "messages")
     assert "alternate" in err.message
+
+
+def test_a_batch_cancelled_while_validating_keeps_no_rows(tmp_path, info):
+    """The insert loop notices the cancel after a group of rows, stops, and leaves nothing behind."""
+    settings = Settings(data_dir=tmp_path)
+    upgrade(settings.db_url)
+    sessions = make_sessionmaker(make_engine(settings.db_url))
+    store = FileStore(settings.files_dir)
+    with store.open_writer("file-in") as w:
+        w.write(b"".join(line(i, [{"role": "user", "content": f"q{i}"}]) + b"\n"
+                         for i in range(intake.INSERT_GROUP * 2 + 5)))
+        w.commit()
+    now = int(time.time())
+    with sessions.begin() as s:
+        s.add(File(id="file-in", owner="", filename="in.jsonl", purpose="batch", bytes=0, created_at=now))
+        s.add(Batch(id="batch_x", owner="", endpoint=CHAT, input_file_id="file-in", completion_window="24h",
+                    status="cancelling", created_at=now, expires_at=now + 3600, total=0))
+    intake.validate_batch("batch_x", sessions, store, settings, lambda: {"m": info})
+    assert rows_of(sessions) == []
+    with sessions() as s:
+        assert s.get(Batch, "batch_x").status == "cancelling"     # lifecycle finishes the cancel
