@@ -1,72 +1,38 @@
 """BlendServe order vs FCFS order through the whole service, real SmolLM2 on the CPU engine.
 
-A prefix-heavy mix in file order as users write it (job types interleaved):
-MMLU-like few-shot questions behind a few long shared prefixes with 1-2 token
-answers, long generations from short prompts, and chat behind shared system
-prompts. Same file, same service, same engine; only BLENDSERVE_PLANNER
-changes. Reports run-phase tokens/s (prompt + completion, first claim to last
-result), the cached-token share, and the ratio, median over repeats.
+The prefix-heavy mix of benchmarks/prefix_mix.py in file order (kinds and
+subjects interleaved): MMLU-style 5-shot questions behind one ~900-token
+prefix per subject with 1-2 token answers, long generations from short
+prompts, and chat behind shared system prompts; the subjects' prefixes
+together exceed the CPU engine's prefix cache (8K tokens). Same file, same
+service, same engine; only BLENDSERVE_PLANNER changes. Reports run-phase
+tokens/s (prompt + completion, first claim to last result), the cached-token
+share, and the ratio, median over repeats.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/service_blend_vs_fcfs.py --requests 240 --repeats 3
+    PYTHONPATH=. .venv/bin/python benchmarks/service_blend_vs_fcfs.py --requests 160 --repeats 3
 """
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 
 from benchmarks.harness import run_service
+from benchmarks.prefix_mix import workload
 from core.config import SMOLLM2, Settings
 from core.served import model_paths
-
-# MMLU has 57 subjects, each with its own few-shot prefix: more than the CPU engine's 8K-token prefix cache holds.
-SUBJECTS = ["abstract algebra", "anatomy", "astronomy", "business ethics", "clinical knowledge", "college biology",
-            "college chemistry", "computer security", "conceptual physics", "econometrics", "formal logic",
-            "global facts", "high school geography", "human aging", "international law", "jurisprudence",
-            "machine learning", "management", "marketing", "medical genetics", "nutrition", "philosophy",
-            "prehistory", "virology"]
-SYSTEMS = ["You are a friendly travel agent. Answer in two sentences.",
-           "You are a strict grammar teacher. Correct the user's sentence."]
-
-
-def few_shot(subject: str) -> str:
-    shots = "".join(f"Question {k}: Which statement about {subject} is true?\n"
-                    f"A) first option {k}\nB) second option {k}\nC) third option {k}\nD) fourth option {k}\n"
-                    f"Answer: {'ABCD'[k % 4]}\n\n" for k in range(10))
-    return f"The following are multiple choice questions about {subject}.\n\n{shots}"
-
-
-def workload(n: int, seed: int) -> list[dict]:
-    rng = random.Random(seed)
-    rows = []
-    for i in range(n):
-        kind = rng.random()
-        if kind < 0.6:
-            subject = rng.choice(SUBJECTS)
-            body = {"messages": [{"role": "user", "content": few_shot(subject) +
-                                  f"Question: Which of these {subject} facts number {i} holds?\n"
-                                  "A) one\nB) two\nC) three\nD) four\nAnswer:"}], "max_tokens": rng.choice([1, 2])}
-        elif kind < 0.8:
-            body = {"messages": [{"role": "user", "content": f"Write a long story about a robot named R{i}."}],
-                    "max_tokens": 96}
-        else:
-            body = {"messages": [{"role": "system", "content": rng.choice(SYSTEMS)},
-                                 {"role": "user", "content": f"Help me with request number {i}."}],
-                    "max_tokens": 32}
-        rows.append({"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions",
-                     "body": {"model": SMOLLM2, "temperature": 0, **body}})
-    return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=240)
+    ap.add_argument("--requests", type=int, default=160)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--subjects", type=int, default=24, help="exam subjects (of MMLU's 57), one prefix each")
+    ap.add_argument("--exams", type=float, default=0.7, help="share of exam questions; long generations 0.15")
     args = ap.parse_args()
     models = f"{SMOLLM2}={model_paths(Settings())[SMOLLM2]}"
-    rows = workload(args.requests, args.seed)
+    rows = workload(args.requests, args.seed, subjects=args.subjects, exams=args.exams)
     results = []
     for rep in range(args.repeats):
         one = {}

@@ -6,6 +6,14 @@
     `--engine vllm` worker and BLENDSERVE_PLANNER=blendserve;
 (c) the same with BLENDSERVE_PLANNER=fcfs: what the planner alone adds.
 
+The file: benchmarks/prefix_mix.py, half MMLU-style exam questions over
+--subjects subjects (one ~900-token 5-shot prefix each, 1-2 token answers),
+10% long generations (256 tokens), 40% chat behind shared system prompts (64
+tokens), interleaved. With --num-blocks the KV cache is scaled down to the
+file, as a real batch is many times a GPU's cache; without it every prefix of
+a file this small fits vLLM's smallest CPU cache (1 GiB, ~46K tokens) and
+order cannot matter.
+
 All three use the same engine arguments (VllmOptions, also given to run_batch
 as flags) and the same VLLM_CPU_KVCACHE_SPACE. Each run starts from a fresh
 engine, so no run inherits another's prefix cache. Reported per run:
@@ -21,14 +29,13 @@ engine, so no run inherits another's prefix cache. Reported per run:
             worker and its engine processes, upload to completed): on a machine
             shared with other work this moves much less than wall-clock rates.
 
-    scripts/setup_vllm.sh .venv-vllm/bin/python -m benchmarks.vllm_vs_run_batch --repeats 3
+    scripts/setup_vllm.sh .venv-vllm/bin/python -m benchmarks.vllm_vs_run_batch --repeats 3 --num-blocks 256
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -40,66 +47,13 @@ from pathlib import Path
 import psutil
 from sqlalchemy import func, select
 
+from benchmarks.prefix_mix import workload
 from core.config import SMOLLM2, Settings
 from core.db import make_engine, make_sessionmaker
 from core.models import Batch, Request
 from core.served import model_paths
 from tests.live import Deployment, jsonl, wait_batch
 from worker.engines.vllm import VllmOptions
-
-SUBJECTS = ["astronomy", "chemistry", "world history", "economics"]
-SYSTEMS = [
-    "You are a friendly travel agent for a small agency in Lisbon. You know the city's neighbourhoods, "
-    "transport, food and museums well, and you always suggest one concrete next step. Keep answers short, "
-    "warm and practical; never invent prices or opening hours; say so when you are unsure. ",
-    "You are a strict but kind grammar teacher. The user writes a sentence; you correct it, explain each "
-    "change in plain words, and give one more example of the same rule. Use British spelling, keep the "
-    "explanation under five lines and do not rewrite the user's meaning. ",
-    "You are a support agent for a cloud storage product. Users ask about sync, sharing, quotas and "
-    "billing. Answer step by step, mention the settings page path when relevant, and end by asking "
-    "whether the problem is solved. Never ask for passwords. ",
-]
-TOPICS = ["a lighthouse keeper", "a lost robot", "two rival bakers", "a dragon who collects maps",
-          "a city under the sea", "a clockmaker's apprentice", "a journey across a desert", "a haunted library"]
-
-
-def few_shot(subject: str) -> str:
-    """A long few-shot prefix, the same for every question on the subject (MMLU-style)."""
-    shots = []
-    for k in range(5):
-        shots.append(f"Question: In {subject}, which of the following statements about concept {k + 1} is "
-                     f"correct, given the standard textbook definition and the usual exam conventions?\n"
-                     + "".join(f"{'ABCD'[j]}) statement {j + 1} about concept {k + 1} of {subject}, "
-                               f"with a qualifying clause that makes it {'true' if j == k % 4 else 'false'}\n"
-                               for j in range(4))
-                     + f"Answer: {'ABCD'[k % 4]}\n\n")
-    return f"The following are multiple choice questions (with answers) about {subject}.\n\n" + "".join(shots)
-
-
-def workload(n: int, seed: int) -> list[dict]:
-    """Half few-shot multiple choice (1-2 token answers), 40% chat behind shared system prompts,
-    10% long generations from short prompts; kinds interleaved in file order as users write them."""
-    rng = random.Random(seed)
-    prefixes = {s: few_shot(s) for s in SUBJECTS}
-    rows = []
-    for i in range(n):
-        kind = rng.random()
-        if kind < 0.5:
-            subject = rng.choice(SUBJECTS)
-            q = (f"Question: Which option best describes finding number {i} in {subject}?\n"
-                 + "".join(f"{'ABCD'[j]}) option {rng.randint(1, 999)}\n" for j in range(4)) + "Answer:")
-            body = {"messages": [{"role": "user", "content": prefixes[subject] + q}], "max_tokens": rng.choice([1, 2])}
-        elif kind < 0.9:
-            body = {"messages": [{"role": "system", "content": rng.choice(SYSTEMS)},
-                                 {"role": "user", "content": f"Request {i}: help me with case {rng.randint(1, 10**6)}."}],
-                    "max_tokens": rng.choice([32, 64, 96])}
-        else:
-            body = {"messages": [{"role": "user", "content": f"Write a long, detailed story about {rng.choice(TOPICS)} "
-                                                             f"(story number {i})."}], "max_tokens": 256}
-        rows.append({"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions",
-                     "body": {"model": SMOLLM2, "temperature": 0, **body}})
-    return rows
-
 
 @dataclass
 class Run:
@@ -251,14 +205,21 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--kv-gib", type=int, default=int(os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2")),
                     help="VLLM_CPU_KVCACHE_SPACE: whole GiB of KV cache")
+    ap.add_argument("--subjects", type=int, default=24, help="exam subjects (of MMLU's 57), one prefix each")
+    ap.add_argument("--num-blocks", type=int, default=None,
+                    help="KV blocks for every engine (BLENDSERVE_VLLM_NUM_BLOCKS) instead of what --kv-gib gives")
     ap.add_argument("--ways", default="abc", help="which of a, b, c to run, in this order each repeat")
     ap.add_argument("--json", type=Path, help="append every run's figures to this file")
     args = ap.parse_args()
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(args.kv_gib)   # for run_batch and the workers alike
+    if args.num_blocks:
+        os.environ["BLENDSERVE_VLLM_NUM_BLOCKS"] = str(args.num_blocks)
     model = model_paths(Settings())[SMOLLM2]
-    rows = workload(args.requests, args.seed)
+    rows = workload(args.requests, args.seed, subjects=args.subjects, exams=0.5, long=0.1, long_tokens=256,
+                    chat_tokens=64)
     options = VllmOptions.from_env()
-    print(json.dumps({"options": asdict(options), "kv_gib": args.kv_gib, "requests": len(rows)}), flush=True)
+    print(json.dumps({"options": asdict(options), "kv_gib": args.kv_gib, "requests": len(rows),
+                      "subjects": args.subjects}), flush=True)
     runs: list[Run] = []
     for _ in range(args.repeats):
         for way in args.ways:

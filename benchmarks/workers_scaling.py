@@ -12,10 +12,10 @@ import argparse
 import json
 
 from benchmarks.harness import run_service
-from tests.live import pg_schema_url
-from benchmarks.service_blend_vs_fcfs import workload
+from benchmarks.prefix_mix import workload
 from core.config import SMOLLM2, Settings
 from core.served import model_paths
+from tests.live import pg_schema_url
 
 
 def main() -> None:
@@ -24,7 +24,7 @@ def main() -> None:
     ap.add_argument("--planner", default="blendserve")
     args = ap.parse_args()
     models = f"{SMOLLM2}={model_paths(Settings())[SMOLLM2]}"
-    rows = workload(args.requests, seed=1)
+    rows = workload(args.requests, seed=1, subjects=24)
     for n in (1, 2, 3):
         r = run_service(rows, models, workers=n, db_url=pg_schema_url(), BLENDSERVE_PLANNER=args.planner,
                         BLENDSERVE_CHUNK_REQUESTS="8", BLENDSERVE_CPU_THREADS="1")

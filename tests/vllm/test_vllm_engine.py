@@ -29,6 +29,11 @@ def run(engine: VllmEngine, requests: list[GenRequest], **kw) -> dict[int, GenRe
     return {r.key: r for r in engine.generate(requests, **kw)}
 
 
+def test_kv_capacity_is_the_configured_blocks(engine: VllmEngine) -> None:
+    """num_blocks overrides the cache size vLLM derives from VLLM_CPU_KVCACHE_SPACE, and the planner is told."""
+    assert engine.kv_capacity_tokens() == OPTIONS.num_blocks * OPTIONS.block_size
+
+
 def test_greedy_output_and_finish_reasons(engine: VllmEngine, smollm2_checkpoint: Path) -> None:
     assert engine.kv_capacity_tokens() > 10_000
     paris = chat_ids(smollm2_checkpoint, "What is the capital of France?")

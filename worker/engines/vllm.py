@@ -42,6 +42,9 @@ class VllmOptions:
     max_num_batched_tokens: int = 4096
     enforce_eager: bool = True          # CUDA graphs / torch.compile: ~170 s to start on CPU instead of ~36 s
     dtype: str = "bfloat16"
+    # KV blocks to allocate instead of what VLLM_CPU_KVCACHE_SPACE allows (whole GiB on CPU): a
+    # benchmark scales the cache down with its workload, as a real batch is many times a GPU's cache.
+    num_blocks: int | None = None
 
     @classmethod
     def from_env(cls) -> "VllmOptions":
@@ -52,14 +55,18 @@ class VllmOptions:
             max_num_batched_tokens=int(env("BLENDSERVE_VLLM_MAX_NUM_BATCHED_TOKENS", cls.max_num_batched_tokens)),
             enforce_eager=env("BLENDSERVE_VLLM_ENFORCE_EAGER", "1") not in ("0", "false", "no"),
             dtype=env("BLENDSERVE_VLLM_DTYPE", cls.dtype),
+            num_blocks=int(env("BLENDSERVE_VLLM_NUM_BLOCKS")) if env("BLENDSERVE_VLLM_NUM_BLOCKS") else None,
         )
 
     def engine_args(self, model_path: Path, model_name: str) -> dict:
         """Keyword arguments for vllm.EngineArgs (also the flags the benchmark gives run_batch)."""
-        return dict(model=str(model_path), served_model_name=[model_name], dtype=self.dtype,
+        args = dict(model=str(model_path), served_model_name=[model_name], dtype=self.dtype,
                     enable_prefix_caching=True, scheduling_policy="fcfs", block_size=self.block_size,
                     max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
                     enforce_eager=self.enforce_eager, seed=0)
+        if self.num_blocks:
+            args["num_gpu_blocks_override"] = self.num_blocks
+        return args
 
 
 class VllmEngine:
