@@ -11,36 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import time
 
 from benchmarks.harness import run_service
+from benchmarks.prefix_mix import workload
 from core.config import SMOLLM2, Settings
 from core.served import model_paths
-
-
-def trace1_like(n: int, seed: int = 0) -> list[dict]:
-    """BurstGPT-like chat, MMLU-like few-shot questions (shared prefixes, 1-2 token answers), and
-    OpenVid-like long generations, mixed in file order."""
-    rng = random.Random(seed)
-    shots = [f"Subject {k}. " + " ".join(f"Q{j}: a question about topic {k}? A: {'ABCD'[j % 4]}." for j in range(40))
-             for k in range(8)]
-    rows = []
-    for i in range(n):
-        u = rng.random()
-        if u < 0.55:
-            body = {"messages": [{"role": "user", "content": rng.choice(shots) + f" Q: item {i}? A:"}],
-                    "max_tokens": 2}
-        elif u < 0.9:
-            body = {"messages": [{"role": "system", "content": "You are a helpful assistant."},
-                                 {"role": "user", "content": f"Summarise ticket {i} in a sentence."}],
-                    "max_tokens": 32}
-        else:
-            body = {"messages": [{"role": "user", "content": f"Write a very long novel chapter {i}."}],
-                    "max_tokens": 1024}
-        rows.append({"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions",
-                     "body": {"model": SMOLLM2, "temperature": 0, **body}})
-    return rows
 
 
 def sglang_lpm(path, rows) -> float:
@@ -64,7 +40,8 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=600)
     args = ap.parse_args()
     path = model_paths(Settings())[SMOLLM2]
-    rows = trace1_like(args.requests)
+    # Trace-#1-like: compute-dense exams behind shared prefixes, chat, and memory-dense long generations.
+    rows = workload(args.requests, subjects=16, exams=0.55, long=0.1, long_tokens=1024)
     res = {}
     for planner in ("blendserve", "fcfs"):
         r = run_service(rows, f"{SMOLLM2}={path}", worker_args=("--engine", "sglang"),

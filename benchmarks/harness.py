@@ -32,6 +32,7 @@ class ServiceRun:
     whole_s: float           # batch creation to `completed`
     wait_s: float            # in_progress to first claim
     per_worker_tokens: dict[str, int]
+    per_worker_finish_s: dict[str, float]   # each worker's last result, from the batch's first claim
 
     @property
     def run_tok_s(self) -> float:
@@ -63,12 +64,13 @@ def run_service(rows: list[dict], models: str, workers: int = 1, worker_args: tu
         with sessions() as s:
             bt = s.get(Batch, b.id)
             last = s.scalar(select(func.max(Request.finished_at)).where(Request.batch_id == b.id))
-            per_worker = dict(s.execute(
-                select(Chunk.worker_id, func.sum(Request.prompt_tokens + Request.completion_tokens))
+            per_worker = s.execute(
+                select(Chunk.worker_id, func.sum(Request.prompt_tokens + Request.completion_tokens),
+                       func.max(Request.finished_at))
                 .join(Chunk, Chunk.id == Request.chunk_id).where(Request.batch_id == b.id)
-                .group_by(Chunk.worker_id)).all())
+                .group_by(Chunk.worker_id)).all()
         return ServiceRun(b.usage.total_tokens, b.usage.input_tokens_details.cached_tokens, b.usage.input_tokens,
                           last - bt.first_run_at, whole, bt.first_run_at - bt.in_progress_at,
-                          {k: int(v) for k, v in per_worker.items()})
+                          {w: int(n) for w, n, _ in per_worker}, {w: end - bt.first_run_at for w, _, end in per_worker})
     finally:
         d.stop()

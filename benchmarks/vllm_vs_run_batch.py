@@ -29,7 +29,7 @@ engine, so no run inherits another's prefix cache. Reported per run:
             worker and its engine processes, upload to completed): on a machine
             shared with other work this moves much less than wall-clock rates.
 
-    scripts/setup_vllm.sh .venv-vllm/bin/python -m benchmarks.vllm_vs_run_batch --repeats 3 --num-blocks 256
+    scripts/setup_vllm.sh .venv-vllm/bin/python -m benchmarks.vllm_vs_run_batch --repeats 3 --num-blocks 272
 """
 from __future__ import annotations
 
@@ -207,7 +207,8 @@ def main() -> None:
                     help="VLLM_CPU_KVCACHE_SPACE: whole GiB of KV cache")
     ap.add_argument("--subjects", type=int, default=24, help="exam subjects (of MMLU's 57), one prefix each")
     ap.add_argument("--num-blocks", type=int, default=None,
-                    help="KV blocks for every engine (BLENDSERVE_VLLM_NUM_BLOCKS) instead of what --kv-gib gives")
+                    help="KV blocks for every engine (BLENDSERVE_VLLM_NUM_BLOCKS) instead of what --kv-gib gives; "
+                         "vLLM wants more than a whole context's worth (8192 / block size 32 = 256 for SmolLM2)")
     ap.add_argument("--ways", default="abc", help="which of a, b, c to run, in this order each repeat")
     ap.add_argument("--json", type=Path, help="append every run's figures to this file")
     args = ap.parse_args()
