@@ -55,7 +55,8 @@ def engine_alone(path: Path, rows: list[dict], max_batch: int) -> float:
 
 
 def service(path: Path, rows: list[dict], max_batch: int) -> tuple[float, float]:
-    r = run_service(rows, f"{SMOLLM2}={path}", BLENDSERVE_CHUNK_REQUESTS="16", BLENDSERVE_CPU_MAX_BATCH=str(max_batch))
+    r = run_service(rows, f"{SMOLLM2}={path}", BLENDSERVE_PLANNER="fcfs", BLENDSERVE_CHUNK_REQUESTS="16",
+                    BLENDSERVE_CPU_MAX_BATCH=str(max_batch))
     return r.run_tok_s, r.tokens / r.whole_s
 
 

@@ -76,7 +76,7 @@ def main() -> None:
     model_dir = model_paths(Settings(data_dir=Path(os.environ.get("BLENDSERVE_BENCH_DATA", "blendserve-data"))))[SMOLLM2]
     # A deployment's scheduler tokenizes on every core (the test harness turns that off).
     d = Deployment(tmp / "data", "", f"{SMOLLM2}={model_dir}", BLENDSERVE_MAX_FILE_BYTES=str(size + 1),
-                   TOKENIZERS_PARALLELISM="true")
+                   TOKENIZERS_PARALLELISM="true", BLENDSERVE_PLANNER="fcfs")
     d.start("api")
     d.start("scheduler")
     d.wait_ready()
