@@ -199,7 +199,8 @@ class _Prefill(_Attention):
     def __init__(self, kv: _KVSlots, slot: int, start: int, n: int) -> None:
         self.kv, self.slot, self.start, self.end = kv, slot, start, start + n
         # Causal, aligned to the last key: the new tokens see the cached prefix and each other in order.
-        # As a CausalBias rather than a boolean mask it takes torch's fused CPU kernel (3x faster at 800 tokens).
+        # As a CausalBias, not a boolean mask, it takes torch's fused CPU kernel: 800 new tokens, one layer,
+        # 20 ms with the mask in float32, 6 ms this way in bfloat16.
         self.mask = None if n == 1 else causal_lower_right(n, self.end)
 
     def store(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
