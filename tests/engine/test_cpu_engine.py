@@ -151,15 +151,25 @@ def test_kv_capacity_limits_admission(tiny_model: Path) -> None:
 
 
 def test_smollm2_knows_paris(smollm2_checkpoint: Path) -> None:
-    engine = CpuEngine(smollm2_checkpoint, "SmolLM2-135M-Instruct")
+    """On a fresh engine, and again after another chat left the chat template's prefix in the cache
+    (the prefill then attends over cached K/V: a precision slip there once changed the answer)."""
     tok = load_tokenizer(smollm2_checkpoint)
-    text = tok.apply_chat_template(
-        [{"role": "user", "content": "What is the capital of France?"}], tokenize=False, add_generation_prompt=True
-    )
-    ids = tok(text, add_special_tokens=False)["input_ids"]
-    result = next(engine.generate([GenRequest(0, ids, SamplingParams(max_tokens=30, temperature=0.0))]))
+
+    def chat(question: str) -> list[int]:
+        text = tok.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
+                                       add_generation_prompt=True)
+        return tok(text, add_special_tokens=False)["input_ids"]
+
+    paris = GenRequest(0, chat("What is the capital of France?"), SamplingParams(max_tokens=30, temperature=0.0))
+    result = next(CpuEngine(smollm2_checkpoint, "SmolLM2-135M-Instruct").generate([paris]))
     assert "Paris" in result.text
     assert result.finish_reason == "stop"
+
+    engine = CpuEngine(smollm2_checkpoint, "SmolLM2-135M-Instruct")
+    run(engine, [GenRequest(1, chat("Say hello."), SamplingParams(max_tokens=4, temperature=0.0))])
+    cached = run(engine, [paris])[0]
+    assert cached.cached_tokens > 0
+    assert cached.text == result.text
 
 
 def test_prefix_tree_shares_and_splits(tiny_model: Path) -> None:

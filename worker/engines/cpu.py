@@ -199,8 +199,8 @@ class _Prefill(_Attention):
     def __init__(self, kv: _KVSlots, slot: int, start: int, n: int) -> None:
         self.kv, self.slot, self.start, self.end = kv, slot, start, start + n
         # Causal, aligned to the last key: the new tokens see the cached prefix and each other in order.
-        # As a CausalBias, not a boolean mask, it takes torch's fused CPU kernel: 800 new tokens, one layer,
-        # 20 ms with the mask in float32, 6 ms this way in bfloat16.
+        # As a CausalBias, not a boolean mask, it takes torch's fused CPU kernel: 800 new tokens, one
+        # layer, 11 ms instead of 19 (same results).
         self.mask = None if n == 1 else causal_lower_right(n, self.end)
 
     def store(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -211,10 +211,10 @@ class _Prefill(_Attention):
         return kb[s : s + 1, :, : self.end], vb[s : s + 1, :, : self.end]
 
     def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        """In the weights' dtype: K and V hold that dtype's values anyway (the buffer is float32 for
-        decode's sake), and the fused kernel accumulates in float32."""
-        return F.scaled_dot_product_attention(q, keys.to(q.dtype), values.to(q.dtype), attn_mask=self.mask,
-                                              enable_gqa=True)
+        """In float32: the bfloat16 kernel is 2x faster still, but after a cached prefix it turned
+        SmolLM2's greedy "The capital of France is Paris." into "L'Étoile, la Marseillaise"."""
+        out = F.scaled_dot_product_attention(q.float(), keys, values, attn_mask=self.mask, enable_gqa=True)
+        return out.to(q.dtype)
 
 
 class _Decode(_Attention):
