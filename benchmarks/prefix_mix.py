@@ -1,7 +1,7 @@
 """The prefix-heavy mix the service benchmarks share: MMLU-style exams, long generations, chat.
 
 - Exams: MMLU's 57 subjects (or the first ``subjects`` of them), each with its
-  own 5-shot prefix as in MMLU's standard prompt (~700 tokens with SmolLM2's
+  own 5-shot prefix as in MMLU's standard prompt (~890 tokens with SmolLM2's
   tokenizer; the paper's MMLU requests average 804 prompt tokens), and
   questions behind it answered in 1-2 tokens. Compute-dense, highly shared.
 - Long generations: a short prompt, ``long_tokens`` output tokens. Memory-dense.
