@@ -7,12 +7,17 @@ from core.ids import new_id
 from worker.engines.base import GenResult, SamplingParams
 
 
+def _or(value, default):
+    """OpenAI reads an explicit ``null`` as "use the default"."""
+    return default if value is None else value
+
+
 def sampling_params(body: dict, max_tokens: int) -> SamplingParams:
     stop = body.get("stop")
     return SamplingParams(
         max_tokens=max_tokens,
-        temperature=float(body.get("temperature", 1.0)),
-        top_p=float(body.get("top_p", 1.0)),
+        temperature=float(_or(body.get("temperature"), 1.0)),
+        top_p=float(_or(body.get("top_p"), 1.0)),
         stop=tuple([stop] if isinstance(stop, str) else stop or ()),
         seed=body.get("seed"),
     )
