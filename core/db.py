@@ -4,6 +4,12 @@ SQLite runs in WAL mode and every transaction starts with BEGIN IMMEDIATE: the
 three roles are separate processes, and a deferred transaction that reads and
 then writes fails at once (SQLITE_BUSY) when another process wrote in between,
 whatever the busy timeout. Taking the write lock up front turns that into a wait.
+
+Readers that never write (status polls, downloads, the planner's snapshot) use
+an engine made with ``readonly=True``: a deferred BEGIN reads a WAL snapshot
+and never waits for, or holds, the write lock, so polling cannot starve the
+workers' result writes. ``PRAGMA query_only`` makes a stray write fail loudly.
+On PostgreSQL readers never block writers anyway; the flag only marks intent.
 """
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, readonly: bool = False) -> Engine:
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
 
@@ -23,11 +29,13 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA busy_timeout=60000")
+            if readonly:
+                cur.execute("PRAGMA query_only=ON")
             cur.close()
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
