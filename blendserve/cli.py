@@ -134,10 +134,17 @@ def cmd_simulate(argv: list[str]) -> int:
     return simulate(argv)
 
 
+CLIENT_COMMANDS = ("submit", "status", "cancel")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["simulate"]:
         return cmd_simulate(argv[1:])
+    if argv[:1] and argv[0] in CLIENT_COMMANDS:
+        from blendserve.client import main as client
+
+        return client(argv[0], argv[1:])
     parser = argparse.ArgumentParser(prog="blendserve", description=__doc__.split("\n")[0])
     parser.add_argument("--log-level", default="INFO")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -158,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--model", help="served model name, or a checkpoint path (GPU engines)")
             p.add_argument("--tp", type=int, help="tensor-parallel GPUs for this worker (GPU engines)")
     sub.add_parser("simulate", help="the BlendServe planner simulator (see `blendserve simulate --help`)")
+    for name, helptext in (("submit", "upload a JSONL file and create a batch (--wait: progress, then download)"),
+                           ("status", "show one batch, or the most recent ones"),
+                           ("cancel", "cancel a batch")):
+        sub.add_parser(name, help=f"{helptext}; see `blendserve {name} --help`")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     return args.fn(args)

@@ -1,0 +1,133 @@
+"""`blendserve submit | status | cancel`: the batch workflow from a shell, through the `openai` package.
+
+The commands speak only the OpenAI Batch API, so the same commands drive
+BlendServe or OpenAI itself: the base URL and key come from `--base-url` /
+`--api-key` or, as the SDK reads them, `OPENAI_BASE_URL` / `OPENAI_API_KEY`.
+Without either, the embedded default at http://127.0.0.1:8000/v1 is used.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
+FINAL = ("completed", "failed", "expired", "cancelled")
+
+
+def _client(args: argparse.Namespace):
+    from openai import OpenAI
+
+    return OpenAI(base_url=args.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL,
+                  api_key=args.api_key or os.environ.get("OPENAI_API_KEY") or "unused", max_retries=5)
+
+
+def _tokens(batch) -> int:
+    usage = getattr(batch, "usage", None)
+    return int(getattr(usage, "total_tokens", 0) or 0) if usage is not None else 0
+
+
+def _summary(batch) -> str:
+    c = batch.request_counts
+    done = f"{c.completed}/{c.total} completed, {c.failed} failed" if c else "no counts yet"
+    return f"{batch.id}  {batch.status:<11} {done}"
+
+
+def wait(client, batch, poll_s: float, out=sys.stderr):
+    """Poll until the batch ends, drawing completed/total, tokens/s and the ETA as a tqdm bar."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=max(batch.request_counts.total, 1) if batch.request_counts else 1, unit="req",
+               desc=batch.status, file=out, dynamic_ncols=True)
+    t0, tok0 = time.time(), _tokens(batch)
+    try:
+        while batch.status not in FINAL:
+            time.sleep(poll_s)
+            batch = client.batches.retrieve(batch.id)
+            c = batch.request_counts
+            if c and c.total:
+                bar.total = c.total
+                bar.n = c.completed + c.failed
+            rate = (_tokens(batch) - tok0) / max(time.time() - t0, 1e-9)
+            bar.set_description(batch.status)
+            bar.set_postfix_str(f"{rate:,.0f} tok/s")
+            bar.refresh()
+    finally:
+        bar.close()
+    return batch
+
+
+def _download(client, file_id: str | None, dest: str | None, what: str) -> None:
+    if not file_id or not dest:
+        return
+    Path(dest).write_bytes(client.files.content(file_id).content)
+    print(f"{what}: {dest}", file=sys.stderr)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    client = _client(args)
+    with open(args.file, "rb") as f:
+        uploaded = client.files.create(file=f, purpose="batch")
+    batch = client.batches.create(input_file_id=uploaded.id, endpoint=args.endpoint,
+                                  completion_window=args.completion_window,
+                                  metadata=dict(kv.split("=", 1) for kv in args.metadata) or None)
+    print(batch.id)
+    if not args.wait:
+        return 0
+    batch = wait(client, batch, args.poll)
+    print(_summary(batch), file=sys.stderr)
+    for e in (batch.errors.data if batch.errors and batch.errors.data else []):
+        print(f"  line {e.line}: {e.code}: {e.message}", file=sys.stderr)
+    _download(client, batch.output_file_id, args.output, "output")
+    _download(client, batch.error_file_id, args.errors, "errors")
+    return 0 if batch.status == "completed" else 1
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    client = _client(args)
+    batches = [client.batches.retrieve(args.batch_id)] if args.batch_id else client.batches.list(limit=args.limit).data
+    for b in batches:
+        print(json.dumps(b.model_dump(), indent=2) if args.json else _summary(b))
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    print(_summary(_client(args).batches.cancel(args.batch_id)))
+    return 0
+
+
+def main(cmd: str, argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog=f"blendserve {cmd}", description=__doc__.split("\n")[0])
+    p.add_argument("--base-url", help=f"API base URL (default $OPENAI_BASE_URL, else {DEFAULT_BASE_URL})")
+    p.add_argument("--api-key", help="API key (default $OPENAI_API_KEY)")
+    if cmd == "submit":
+        p.add_argument("file", help="an OpenAI batch input file (JSONL)")
+        p.add_argument("--endpoint", default="/v1/chat/completions")
+        p.add_argument("--completion-window", default="24h")
+        p.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE")
+        p.add_argument("--wait", action="store_true", help="show progress until the batch ends, then download")
+        p.add_argument("--output", help="with --wait: where to write the output file")
+        p.add_argument("--errors", help="with --wait: where to write the error file")
+        p.add_argument("--poll", type=float, default=1.0, help="seconds between status polls")
+        p.set_defaults(fn=cmd_submit)
+    elif cmd == "status":
+        p.add_argument("batch_id", nargs="?", help="one batch (default: the most recent ones)")
+        p.add_argument("--limit", type=int, default=20)
+        p.add_argument("--json", action="store_true", help="print the whole batch objects")
+        p.set_defaults(fn=cmd_status)
+    else:
+        p.add_argument("batch_id")
+        p.set_defaults(fn=cmd_cancel)
+    args = p.parse_args(argv)
+    try:
+        return args.fn(args)
+    except Exception as e:   # the SDK's errors carry the API's message: show it, not a traceback
+        from openai import OpenAIError
+
+        if not isinstance(e, (OpenAIError, OSError)):
+            raise
+        print(f"blendserve {cmd}: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,53 @@
+"""`blendserve submit | status | cancel` as a user runs them: a real process against a live server."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import TINY
+from tests.live import chat_lines, jsonl
+
+
+def _cli(deployment, *args: str, key: str = "unused") -> subprocess.CompletedProcess:
+    env = {**os.environ, "OPENAI_BASE_URL": deployment.base_url, "OPENAI_API_KEY": key}
+    return subprocess.run([sys.executable, "-m", "blendserve", *args], env=env, capture_output=True, text=True,
+                          timeout=180)
+
+
+def test_submit_wait_downloads_results(deployment, tmp_path):
+    src, out, err = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "err.jsonl"
+    rows = chat_lines(5, TINY, max_tokens=4)
+    src.write_bytes(jsonl(rows))
+    r = _cli(deployment, "submit", str(src), "--wait", "--poll", "0.2", "--output", str(out),
+             "--errors", str(err), "--metadata", "job=cli")
+    assert r.returncode == 0, r.stderr
+    batch_id = r.stdout.strip()
+    assert batch_id.startswith("batch_")
+    assert "5/5 completed" in r.stderr and "tok/s" in r.stderr      # the progress bar's last state
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(o["custom_id"] for o in got) == sorted(x["custom_id"] for x in rows)
+    assert not err.exists()                                          # no error file for a clean batch
+
+    status = _cli(deployment, "status", batch_id, "--json")
+    assert status.returncode == 0 and json.loads(status.stdout)["metadata"] == {"job": "cli"}
+    listing = _cli(deployment, "status")
+    assert batch_id in listing.stdout and "completed" in listing.stdout
+
+
+def test_cancel_and_clear_errors(deployment, tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(jsonl(chat_lines(300, TINY, max_tokens=256)))
+    batch_id = _cli(deployment, "submit", str(src)).stdout.strip()
+    r = _cli(deployment, "cancel", batch_id)
+    assert r.returncode == 0 and batch_id in r.stdout and ("cancelling" in r.stdout or "cancelled" in r.stdout)
+    again = _cli(deployment, "cancel", batch_id)            # the API's refusal, as one clean line
+    assert again.returncode in (0, 2) and "Traceback" not in again.stderr
+
+    missing = _cli(deployment, "status", "batch_doesnotexist")
+    assert missing.returncode == 2 and "batch_doesnotexist" in missing.stderr and "Traceback" not in missing.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"custom_id": "a"}\n')
+    failed = _cli(deployment, "submit", str(bad), "--wait", "--poll", "0.2")
+    assert failed.returncode == 1 and "line 1" in failed.stderr
