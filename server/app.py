@@ -10,7 +10,7 @@ from core.served import model_names
 from core.storage import FileStore
 from server import errors
 from server.deps import AppState
-from server.routes import batches, files, models
+from server.routes import batches, files, models, ops
 
 
 def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
@@ -19,13 +19,9 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
         upgrade(settings.db_url)
     app = FastAPI(title="BlendServe", version="0.1.0")
     app.state.blend = AppState(settings=settings, sessions=make_sessionmaker(make_engine(settings.db_url)),
+                               read_sessions=make_sessionmaker(make_engine(settings.db_url, readonly=True)),
                                store=FileStore(settings.files_dir), model_names=model_names(settings))
     errors.install(app)
-    for r in (files.router, batches.router, models.router):
+    for r in (files.router, batches.router, models.router, ops.router):
         app.include_router(r)
-
-    @app.get("/health")
-    def health() -> dict:
-        return {"status": "ok"}
-
     return app

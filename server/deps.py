@@ -18,6 +18,7 @@ from server.errors import APIError
 class AppState:
     settings: Settings
     sessions: sessionmaker[Session]
+    read_sessions: sessionmaker[Session]     # never takes the SQLite write lock (core.db, readonly=True)
     store: FileStore
     model_names: list[str]
 

@@ -1,0 +1,88 @@
+"""Prometheus metrics for the whole deployment, read from the job table at scrape time.
+
+The scheduler and the workers are other processes (on other machines, at
+scale-out), so the API does not count events itself: every figure is derived
+from the rows all roles already write. One scrape of the API therefore sees
+the whole deployment, and a restarted API loses nothing. The queries run on a
+read-only engine, so a scrape never waits for, or blocks, the workers' writes.
+"""
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.models import Batch, Chunk, Request, Worker
+
+RATE_WINDOW_S = 60.0       # per-worker tokens/s: results written in the last minute
+
+
+class JobTableCollector(Collector):
+    def __init__(self, sessions: sessionmaker[Session], lease_s: float) -> None:
+        self.sessions, self.lease_s = sessions, lease_s
+
+    def collect(self) -> Iterator[Metric]:
+        now = time.time()
+        with self.sessions() as s:
+            yield from self._batches(s)
+            yield from self._requests(s, now)
+            yield from self._workers(s, now)
+
+    def _batches(self, s: Session) -> Iterator[Metric]:
+        g = GaugeMetricFamily("blendserve_batches", "Batches by status.", labels=["status"])
+        for status, n in s.execute(select(Batch.status, func.count()).group_by(Batch.status)):
+            g.add_metric([status], n)
+        yield g
+
+    def _requests(self, s: Session, now: float) -> Iterator[Metric]:
+        g = GaugeMetricFamily("blendserve_requests", "Requests by status and model.", labels=["status", "model"])
+        for status, model, n in s.execute(select(Request.status, Request.model, func.count())
+                                          .group_by(Request.status, Request.model)):
+            g.add_metric([status, model], n)
+        yield g
+        done = Request.status == "completed"
+        prompt, cached, completion = s.execute(select(
+            func.coalesce(func.sum(Request.prompt_tokens), 0), func.coalesce(func.sum(Request.cached_tokens), 0),
+            func.coalesce(func.sum(Request.completion_tokens), 0)).where(done)).one()
+        for name, value, what in (("prompt", prompt, "Prompt tokens of completed requests."),
+                                  ("cached", cached, "Prompt tokens served from a prefix cache."),
+                                  ("completion", completion, "Completion tokens generated.")):
+            yield CounterMetricFamily(f"blendserve_{name}_tokens", what, value=int(value))
+        oldest = s.scalar(select(func.min(Batch.in_progress_at)).where(
+            Batch.status == "in_progress",
+            select(Request.id).where(Request.batch_id == Batch.id,
+                                     Request.status.in_(("queued", "pending"))).exists()))
+        yield GaugeMetricFamily("blendserve_oldest_unplanned_age_seconds",
+                                "How long the oldest batch with unplanned requests has been in progress.",
+                                value=max(0.0, now - oldest) if oldest else 0.0)
+
+    def _workers(self, s: Session, now: float) -> Iterator[Metric]:
+        labels = ["worker", "model", "engine"]
+        beat = GaugeMetricFamily("blendserve_worker_heartbeat_age_seconds", "Seconds since the worker's heartbeat.",
+                                 labels=labels)
+        kv = GaugeMetricFamily("blendserve_worker_kv_capacity_tokens", "KV cache capacity the worker reported.",
+                               labels=labels)
+        rate = GaugeMetricFamily("blendserve_worker_tokens_per_second",
+                                 f"Prompt + completion tokens of the worker's results in the last {RATE_WINDOW_S:.0f} s.",
+                                 labels=labels)
+        held = GaugeMetricFamily("blendserve_worker_claimed_chunks", "Plan chunks the worker holds now.",
+                                 labels=labels)
+        tokens = dict(s.execute(
+            select(Chunk.worker_id, func.sum(Request.prompt_tokens + Request.completion_tokens))
+            .join(Chunk, Chunk.id == Request.chunk_id)
+            .where(Request.status == "completed", Request.finished_at > now - RATE_WINDOW_S)
+            .group_by(Chunk.worker_id)).all())
+        claimed = dict(s.execute(select(Chunk.worker_id, func.count()).where(Chunk.status == "claimed")
+                                 .group_by(Chunk.worker_id)).all())
+        live = s.execute(select(Worker).where(Worker.heartbeat_at > now - 10 * self.lease_s)).scalars()
+        for w in live:
+            key = [w.id, w.model, w.engine]
+            beat.add_metric(key, now - w.heartbeat_at)
+            kv.add_metric(key, w.kv_capacity_tokens)
+            rate.add_metric(key, float(tokens.get(w.id) or 0) / RATE_WINDOW_S)
+            held.add_metric(key, claimed.get(w.id, 0))
+        yield from (beat, kv, rate, held)
