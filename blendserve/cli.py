@@ -16,6 +16,9 @@ import threading
 import time
 
 from core.config import Settings, get_settings
+from core.logs import configure as configure_logging
+
+log = logging.getLogger("blendserve")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -38,10 +41,10 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def _host(settings: Settings, host: str) -> str:
     if not settings.api_key_list() and host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"blendserve: no BLENDSERVE_API_KEYS set, so binding to 127.0.0.1 instead of {host}", file=sys.stderr)
+        log.warning("no BLENDSERVE_API_KEYS set, so binding to 127.0.0.1 instead of %s", host)
         return "127.0.0.1"
     if not settings.api_key_list():
-        print("blendserve: no BLENDSERVE_API_KEYS set: serving without auth on 127.0.0.1 only", file=sys.stderr)
+        log.warning("no BLENDSERVE_API_KEYS set: serving without auth on 127.0.0.1 only")
     return host
 
 
@@ -51,7 +54,9 @@ def cmd_api(args: argparse.Namespace) -> int:
     from server.app import create_app
 
     s = _settings(args)
-    uvicorn.run(create_app(s), host=_host(s, args.host), port=args.port, log_level=args.log_level.lower())
+    # In JSON mode uvicorn's own loggers go through the root handler (core/logs.py) too.
+    own = {"log_config": None} if os.environ.get("BLENDSERVE_LOG_FORMAT", "").lower() == "json" else {}
+    uvicorn.run(create_app(s), host=_host(s, args.host), port=args.port, log_level=args.log_level.lower(), **own)
     return 0
 
 
@@ -170,5 +175,5 @@ def main(argv: list[str] | None = None) -> int:
                            ("cancel", "cancel a batch")):
         sub.add_parser(name, help=f"{helptext}; see `blendserve {name} --help`")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure_logging(args.log_level)
     return args.fn(args)
