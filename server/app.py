@@ -10,7 +10,7 @@ from core.served import model_names
 from core.storage import FileStore
 from server import errors
 from server.deps import AppState
-from server.routes import batches, files, models, ops
+from server.routes import batches, dashboard, files, models, ops
 
 
 def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
@@ -22,6 +22,6 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
                                read_sessions=make_sessionmaker(make_engine(settings.db_url, readonly=True)),
                                store=FileStore(settings.files_dir), model_names=model_names(settings))
     errors.install(app)
-    for r in (files.router, batches.router, models.router, ops.router):
+    for r in (files.router, batches.router, models.router, ops.router, dashboard.router):
         app.include_router(r)
     return app

@@ -1,0 +1,60 @@
+"""/dashboard: a server-rendered page of batches, workers and throughput; no JavaScript build step.
+
+With BLENDSERVE_API_KEYS set, a browser cannot send an Authorization header
+from the address bar, so the key may come once as `?key=` (answered by a
+redirect that stores it in an HttpOnly, SameSite=Strict cookie and drops it
+from the URL) or on every request as a Bearer header. Each key sees its own
+batches, exactly as through the API.
+"""
+from __future__ import annotations
+
+import hmac
+import time
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from server import dashboard
+from server.deps import StateDep, owner_of_key
+
+router = APIRouter(tags=["dashboard"])
+templates = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
+COOKIE = "blendserve_key"
+REFRESH_S = 5
+
+_LOGIN = """<!doctype html><html><head><meta charset="utf-8"><title>BlendServe dashboard</title></head>
+<body style="font: 14px system-ui, sans-serif; margin: 2rem"><h1>BlendServe</h1><p>{message}</p>
+<form method="get" action="/dashboard"><label>API key <input name="key" type="password" autofocus></label>
+<button type="submit">Open</button></form></body></html>"""
+
+
+def _owner(request: Request, keys: list[str]) -> str | None:
+    """The caller's owner digest; "" without keys configured; None when no valid key came."""
+    if not keys:
+        return ""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    token = token.strip() if scheme.lower() == "bearer" else request.cookies.get(COOKIE, "")
+    for k in keys:
+        if token and hmac.compare_digest(k.encode(), token.encode()):
+            return owner_of_key(k)
+    return None
+
+
+@router.get("/dashboard", response_class=HTMLResponse)
+def page(request: Request, st: StateDep, key: str | None = None) -> Response:
+    keys = st.settings.api_key_list()
+    if key is not None:
+        to = RedirectResponse("/dashboard", status_code=303)
+        to.set_cookie(COOKIE, key, httponly=True, samesite="strict", secure=request.url.scheme == "https")
+        return to
+    owner = _owner(request, keys)
+    if owner is None:
+        return HTMLResponse(_LOGIN.format(message="Enter an API key to see its batches."), status_code=401)
+    with st.read_sessions() as s:
+        snap = dashboard.snapshot(s, owner if keys else None, st.settings.lease_seconds)
+    return templates.TemplateResponse(request, "dashboard.html", {
+        "refresh": REFRESH_S, "updated": time.strftime("%H:%M:%S", time.localtime(snap["now"])),
+        "batches": snap["batches"], "workers": snap["workers"], "peak": snap["peak_tokens_per_s"],
+        "throughput_points": snap["throughput_points"], "mix_points": snap["mix_points"]})

@@ -1,0 +1,52 @@
+"""The dashboard in a real headless Chromium (Debian's, driven by Playwright) while a batch runs."""
+from __future__ import annotations
+
+import shutil
+
+import httpx
+import pytest
+from playwright.sync_api import sync_playwright
+
+from tests.conftest import TINY
+from tests.live import chat_lines, jsonl, wait_batch
+
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = shutil.which("chromium")
+    assert exe, "Debian's chromium is required (scripts/setup.sh installs it)"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def test_dashboard_shows_a_running_batch(make_deployment, browser, tmp_path):
+    d = make_deployment(BLENDSERVE_API_KEYS="k1,k2").start_all()
+    c = d.client("k1")
+    f = c.files.create(file=("in.jsonl", jsonl(chat_lines(60, TINY, max_tokens=48))), purpose="batch")
+    b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    wait_batch(c, b.id, until=lambda x: x.request_counts and x.request_counts.completed >= 4)
+    root = d.base_url.removesuffix("/v1")
+
+    page = browser.new_page()
+    assert page.goto(f"{root}/dashboard").status == 401          # no key: the key form, not the data
+    assert page.locator("input[name=key]").count() == 1
+    page.goto(f"{root}/dashboard?key=k1")                           # stored in a cookie, dropped from the URL
+    assert page.url == f"{root}/dashboard"
+    row = page.locator(f"tr[data-batch='{b.id}']")
+    assert row.count() == 1
+    assert row.locator("td.status").inner_text() in ("in_progress", "finalizing", "completed")
+    pct = float(row.locator("[role=progressbar]").get_attribute("aria-valuenow"))
+    assert 0 < pct <= 100
+    done, total = row.locator("td.num").nth(0).inner_text().split("/")
+    assert int(total) == 60 and int(done) >= 4
+    assert page.locator("#workers td").filter(has_text="tiny-llama").count() == 1
+    assert page.locator("#timeline polyline").first.get_attribute("points").count(",") == 30
+    page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+    assert (tmp_path / "dashboard.png").stat().st_size > 10_000
+
+    other = browser.new_page()                                      # another key sees none of it
+    other.goto(f"{root}/dashboard?key=k2")
+    assert other.locator(f"tr[data-batch='{b.id}']").count() == 0
+    assert httpx.get(f"{root}/dashboard", headers={"Authorization": "Bearer k1"}).text.count(b.id) >= 1
