@@ -1,0 +1,112 @@
+"""An engine stand-in for control-plane load tests: timing of a real engine, no model.
+
+It exercises every line of the worker except the forward pass, so a small
+machine can run dozens of ranks against one database and measure claims,
+heartbeats, result writes and planning at cluster rates. It is never a
+serving engine: replies are filler text of the requested length.
+
+Timing model: a running set of at most ``max_running`` sequences; each takes
+its uncached prompt tokens at ``prefill_tokens_per_s`` and then emits tokens at
+``tokens_per_s`` (each request's rate drawn around it, lognormal with sigma 0.2,
+seeded), the way one GPU's continuous batching serves a steady batch.
+``cached_tokens`` come from a prefix model: 16-token blocks keyed by a hash of
+everything before them, least recently used evicted past ``cache_tokens``.
+"""
+from __future__ import annotations
+
+import hashlib
+import heapq
+import os
+import random
+import time
+from collections import OrderedDict
+from typing import Callable, Iterable, Iterator
+
+from worker.engines.base import GenRequest, GenResult
+
+BLOCK = 16
+FILLER = 1000          # the token id every reply is made of ("x" in the text)
+
+
+def _env(name: str, default: float) -> float:
+    return float(os.environ.get(name, default))
+
+
+class _PrefixModel:
+    """Which 16-token prompt blocks a prefix cache would still hold."""
+
+    def __init__(self, capacity_tokens: int) -> None:
+        self.blocks: OrderedDict[bytes, None] = OrderedDict()
+        self.capacity = max(capacity_tokens // BLOCK, 1)
+
+    def lookup_and_insert(self, ids: list[int]) -> int:
+        h, cached, hit = hashlib.blake2b(digest_size=16), 0, True
+        for i in range(0, len(ids) - len(ids) % BLOCK, BLOCK):
+            h.update(repr(ids[i:i + BLOCK]).encode())
+            key = h.digest()
+            if hit and key in self.blocks:
+                cached += BLOCK
+                self.blocks.move_to_end(key)
+            else:
+                hit = False
+                self.blocks[key] = None
+                if len(self.blocks) > self.capacity:
+                    self.blocks.popitem(last=False)
+        return min(cached, len(ids) - 1) if cached else 0
+
+
+class EchoEngine:
+    def __init__(self, model_name: str, *, tokens_per_s: float | None = None,
+                 prefill_tokens_per_s: float | None = None, max_running: int | None = None,
+                 cache_tokens: int | None = None, seed: int = 0) -> None:
+        self.model_name = model_name
+        self.tokens_per_s = tokens_per_s or _env("BLENDSERVE_ECHO_TOKENS_PER_S", 50.0)
+        self.prefill_tokens_per_s = prefill_tokens_per_s or _env("BLENDSERVE_ECHO_PREFILL_TOKENS_PER_S", 20000.0)
+        self.max_running = int(max_running or _env("BLENDSERVE_ECHO_MAX_RUNNING", 256))
+        self.cache = _PrefixModel(int(cache_tokens or _env("BLENDSERVE_ECHO_CACHE_TOKENS", 500_000)))
+        self.rng = random.Random(seed)
+
+    def kv_capacity_tokens(self) -> int:
+        return self.cache.capacity * BLOCK
+
+    def step_token_budget(self) -> int | None:
+        return 2048
+
+    def close(self) -> None:
+        pass
+
+    def generate(self, requests: Iterable[GenRequest],
+                 cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
+        feed = iter(requests)
+        running: list[tuple[float, int, GenResult]] = []      # (finish time, tie-break, result)
+        exhausted, n = False, 0
+        while running or not exhausted:
+            while not exhausted and len(running) < self.max_running:
+                req = next(feed, None)
+                if req is None:
+                    exhausted = True
+                    break
+                n += 1
+                heapq.heappush(running, (self._finish_at(req, res := self._result(req)), n, res))
+            if not running:
+                break
+            wait = running[0][0] - time.monotonic()
+            if wait > 0:
+                time.sleep(min(wait, 0.05))          # between "steps": cancellations land within 50 ms
+            if cancelled is not None:
+                kept = [r for r in running if not cancelled(r[2].key)]
+                if len(kept) != len(running):
+                    running = kept
+                    heapq.heapify(running)
+            while running and running[0][0] <= time.monotonic():
+                yield heapq.heappop(running)[2]
+
+    def _result(self, req: GenRequest) -> GenResult:
+        n = req.params.max_tokens
+        return GenResult(key=req.key, output_ids=[FILLER] * n, text="x" * n, finish_reason="length",
+                         prompt_tokens=len(req.input_ids), cached_tokens=self.cache.lookup_and_insert(req.input_ids))
+
+    def _finish_at(self, req: GenRequest, res: GenResult) -> float:
+        rate = self.tokens_per_s * self.rng.lognormvariate(0.0, 0.2)
+        prefill = (res.prompt_tokens - res.cached_tokens) / self.prefill_tokens_per_s
+        return time.monotonic() + prefill + res.completion_tokens / rate
