@@ -11,6 +11,12 @@ Per model and round:
    next, blended among themselves.
 4. The rest: the planner's blend, cut into one piece per live worker
    (data-parallel rank) of equal estimated time.
+
+DFS is the same policy with the order swapped for the prefix-sorted one
+(what SGLang's `lpm` or a user sorting the file by prompt gets): same
+deadline rule, same per-rank cut. It needs no warm-up, since output
+lengths do not change a sorted order; observed lengths still weigh the
+per-rank cut.
 """
 from __future__ import annotations
 
@@ -41,6 +47,8 @@ def _workload(prompts: list[bytes], max_tokens: np.ndarray) -> Workload:
 
 class BlendServe:
     needs_prompts = True
+    order = "blendserve"        # scheduler.planner.plan's policy for the non-urgent part
+    warms_up = True             # run a sample of cold subtrees first to learn their output lengths
 
     def __init__(self, model_paths: dict[str, Path], *, hardware: str = "", warmup_fraction: float = 0.01,
                  urgent_horizon_s: float = 900.0) -> None:
@@ -81,7 +89,7 @@ class BlendServe:
 
         pieces: list[Piece] = []
         taken = np.zeros(n, dtype=bool)
-        if len(cold):
+        if len(cold) and self.warms_up:
             sample = cold[warmup_sample(_workload([r.prompts[i] for i in cold], r.max_tokens[cold]),
                                         fraction=self.warmup_fraction)]
             if len(sample):
@@ -95,7 +103,7 @@ class BlendServe:
             rest = np.setdiff1d(rest, urgent)
         if len(rest):
             pieces += self._blend(r, rest, est, model, hw, kv, ranks)
-        log.info("blendserve %s: %d request(s), %d history, %d warm-up, %d urgent, %d rank(s)", r.model, n, h,
+        log.info(f"{self.order} %s: %d request(s), %d history, %d warm-up, %d urgent, %d rank(s)", r.model, n, h,
                  int(taken.sum()), len(urgent), ranks)
         return pieces
 
@@ -103,7 +111,15 @@ class BlendServe:
                ranks: int) -> list[Piece]:
         wl = _workload([r.prompts[i] for i in idx], r.max_tokens[idx])
         wl.output_len = est[idx]
-        p = plan(wl, model, hw, "blendserve", kv_capacity_bytes=kv, ranks=ranks)
+        p = plan(wl, model, hw, self.order, kv_capacity_bytes=kv, ranks=ranks)
         if ranks == 1:
             return [Piece(idx[p.order])]
         return [Piece(idx[o], rank=k) for k, o in enumerate(p.rank_orders)]
+
+
+class DFS(BlendServe):
+    """Prefix-sorted order per model across jobs, under BlendServe's deadline rule and per-rank cut: the baseline
+    a plan must beat besides file order."""
+
+    order = "dfs"
+    warms_up = False

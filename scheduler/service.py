@@ -46,12 +46,13 @@ def model_info(name: str, path) -> ModelInfo:
 def policy_for(settings: Settings) -> planning.Policy:
     if settings.planner == "fcfs":
         return planning.FCFS()
-    if settings.planner == "blendserve":
-        from scheduler.blend import BlendServe
+    if settings.planner in ("blendserve", "dfs"):
+        from scheduler.blend import DFS, BlendServe
 
-        return BlendServe(model_paths(settings), hardware=settings.hardware,
-                          warmup_fraction=settings.warmup_fraction, urgent_horizon_s=settings.urgent_horizon_s)
-    raise ValueError(f"unknown planner {settings.planner!r}; choose fcfs or blendserve")
+        cls = BlendServe if settings.planner == "blendserve" else DFS
+        return cls(model_paths(settings), hardware=settings.hardware,
+                   warmup_fraction=settings.warmup_fraction, urgent_horizon_s=settings.urgent_horizon_s)
+    raise ValueError(f"unknown planner {settings.planner!r}; choose blendserve, dfs or fcfs")
 
 
 class Scheduler:
