@@ -51,8 +51,41 @@ class _Clock:
         self._t, self._c = now, cpu
 
 
-def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, model: perf.ModelProfile,
-           capacity: float, split_budget: float, step_tokens: int, clock: _Clock, stats: dict) -> np.ndarray:
+TAIL_GUARD = True
+
+
+def _fewest_steps(fresh: np.ndarray, d: np.ndarray, model: perf.ModelProfile, capacity: float,
+                  step_tokens: int) -> float:
+    """Engine steps any order needs: compute tokens / step budget, KV reads / pool, the longest output."""
+    kv_reads = float(np.sum(fresh * d + d * d / 2.0)) if len(d) else 0.0
+    return max(float(np.sum(fresh) + np.sum(d)) / step_tokens, kv_reads * model.kv_bytes_per_token / capacity,
+               float(d.max(initial=0.0)), 1.0)
+
+
+def tail_guard(order: np.ndarray, longest: np.ndarray, steps: float) -> np.ndarray:
+    """Admit every request early enough that its longest possible output ends with the run.
+
+    A request that may decode L steps (its max_tokens), admitted at fraction
+    f of a run of T steps, ends by the run's end only if f <= 1 - L / T. An
+    estimate is no guarantee (no token says which dataset an unshared prompt
+    is from, so a 16K-token video description can hide among short chats
+    with the same estimate), and one long request admitted late decodes
+    alone at the end: a memory-bound tail no blend can fill. So each
+    request's position is scaled by (1 - L / T), clamped to [0, 1]: requests
+    with short bounds keep their place, those with long ones move forward,
+    keeping their relative order (and so their prefix locality).
+    """
+    n = len(order)
+    if n < 2:
+        return order
+    factor = np.clip(1.0 - longest[order] / steps, 0.0, 1.0)
+    key = np.arange(n, dtype=np.float64) * factor
+    return order[np.argsort(key, kind="stable")]
+
+
+def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, max_tokens: np.ndarray,
+           model: perf.ModelProfile, capacity: float, split_budget: float, step_tokens: int, clock: _Clock,
+           stats: dict) -> np.ndarray:
     """BlendServe's admission order: split, re-sort, then dual scan with `capacity` bytes of KV."""
     s = split(tree, totals, per_request, budget_fraction=split_budget)
     stats.update(split_cut_nodes=int(len(s.cut)), split_moved_leaves=s.moved_leaves,
@@ -72,7 +105,13 @@ def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, mod
                      d[req] + fresh / step_tokens, capacity, rho_t)
     stats["left_fraction"] = float(np.mean(scan.side == 0)) if len(scan.side) else 0.0
     clock.lap("dual_scan")
-    return req[scan.order]
+    order = req[scan.order]
+    if TAIL_GUARD:
+        steps = _fewest_steps(fresh, d[req], model, capacity, step_tokens)
+        stats["fewest_steps"] = steps
+        order = tail_guard(order, np.maximum(max_tokens.astype(np.float64), d), steps)
+        clock.lap("tail_guard")
+    return order
 
 
 def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile, policy: str = "blendserve", *,
@@ -116,8 +155,8 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     clock.lap("tree")
 
     if policy == "blendserve":
-        order = _blend(tree, totals, per_request, d, model, kv_capacity_bytes * ranks, split_budget,
-                       step_tokens, clock, stats)
+        order = _blend(tree, totals, per_request, d, workload.max_tokens, model, kv_capacity_bytes * ranks,
+                       split_budget, step_tokens, clock, stats)
     elif policy == "fcfs":
         order = baselines.fcfs(n)
     elif policy == "dfs":
