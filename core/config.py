@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -31,7 +32,7 @@ class Settings(BaseSettings):
     plan_max_requests: int = 4096             # N_max
     plan_max_wait_s: float = 1.0              # T_max
     chunk_requests: int = 32                  # requests per plan chunk
-    planner: str = "blendserve"               # blendserve | fcfs (file order, the baseline)
+    planner: Literal["blendserve", "dfs", "fcfs"] = "blendserve"   # dfs: prefix-sorted; fcfs: file order
     hardware: str = ""                        # planner hardware profile; "" = from the workers' engine
     warmup_fraction: float = 0.01             # share of cold requests run first to learn output lengths
     urgent_horizon_s: float = 900.0           # batches expiring sooner than this are planned first

@@ -117,6 +117,7 @@ class Worker(Base):
     model: Mapped[str] = mapped_column(String(256))
     engine: Mapped[str] = mapped_column(String(32))
     kv_capacity_tokens: Mapped[int] = mapped_column(Integer)
+    step_tokens: Mapped[int | None] = mapped_column(Integer)   # tokens per mixed step; None: cannot mix
     host: Mapped[str] = mapped_column(String(256))
     pid: Mapped[int] = mapped_column(Integer)
     started_at: Mapped[float] = mapped_column(Float)

@@ -11,12 +11,25 @@ Per model and round:
    next, blended among themselves.
 4. The rest: the planner's blend, cut into one piece per live worker
    (data-parallel rank) of equal estimated time.
+
+Pacing: the blend is paced to the live workers' step budget (the smallest
+`workers.step_tokens`: decodes + prefill chunk per step) and KV capacity.
+Where every live worker's engine cannot mix prefill and decode in one step
+(step_tokens null), a blend cannot overlap them: the policy says so once in
+the log and plans for prefix reuse first (the DFS order, no warm-up).
+
+DFS is the same policy with the order swapped for the prefix-sorted one
+(what SGLang's `lpm` or a user sorting the file by prompt gets): same
+deadline rule, same per-rank cut. It needs no warm-up, since output
+lengths do not change a sorted order; observed lengths still weigh the
+per-rank cut.
 """
 from __future__ import annotations
 
 import logging
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from sqlalchemy import select
@@ -24,6 +37,7 @@ from sqlalchemy.orm import Session
 
 from core.models import Request
 from scheduler.planner import HARDWARE, ModelProfile, Workload, estimate_output_lengths, plan, warmup_sample
+from scheduler.planner.plan import STEP_TOKENS
 from scheduler.planning import Piece, Round
 
 log = logging.getLogger("blendserve.scheduler")
@@ -41,13 +55,20 @@ def _workload(prompts: list[bytes], max_tokens: np.ndarray) -> Workload:
 
 class BlendServe:
     needs_prompts = True
+    order = "blendserve"        # scheduler.planner.plan's policy for the non-urgent part
+    warms_up = True             # run a sample of cold subtrees first to learn their output lengths
 
     def __init__(self, model_paths: dict[str, Path], *, hardware: str = "", warmup_fraction: float = 0.01,
-                 urgent_horizon_s: float = 900.0) -> None:
+                 urgent_horizon_s: float = 900.0,
+                 step_budgets: Callable[[list[str]], dict[str, int | None]] | None = None) -> None:
+        """step_budgets: worker ids -> their step_tokens (the worker rows); None: every engine mixes at
+        the planner's default step (STEP_TOKENS)."""
         self.profiles = {name: ModelProfile.from_config(path, name) for name, path in model_paths.items()}
         self.hardware, self.warmup_fraction, self.urgent_horizon_s = hardware, warmup_fraction, urgent_horizon_s
+        self.step_budgets = step_budgets
         self.warmups: dict[str, np.ndarray] = {}     # model -> request ids of its running warm-up sample
         self.ranks: dict[str, int] = {}
+        self.told_unmixed: set[str] = set()          # models whose "cannot mix" was logged
 
     def wants_round(self, session: Session, model: str, live_workers: int) -> bool:
         if live_workers and live_workers != self.ranks.get(model, live_workers):
@@ -61,8 +82,26 @@ class BlendServe:
                 return True
         return False
 
+    def step_tokens(self, r: Round) -> int | None:
+        """The live workers' smallest step budget; None when none of them can mix prefill and decode."""
+        if self.step_budgets is None or not r.workers:
+            return STEP_TOKENS
+        known = self.step_budgets([w[0] for w in r.workers])
+        budgets = [known[w[0]] for w in r.workers if w[0] in known]
+        if budgets and all(b is None for b in budgets):
+            return None
+        return min((b for b in budgets if b), default=STEP_TOKENS)
+
     def pieces(self, r: Round) -> list[Piece]:
         n = len(r.ids)
+        step = self.step_tokens(r)
+        order = self.order
+        if step is None and order == "blendserve":
+            order = "dfs"
+            if r.model not in self.told_unmixed:
+                self.told_unmixed.add(r.model)
+                log.warning("blendserve %s: the workers' engine cannot mix prefill and decode in one step, so a "
+                            "blend cannot overlap them; planning for prefix reuse first (DFS order)", r.model)
         model = self.profiles[r.model]
         engines = {w[1] for w in r.workers}
         hw = HARDWARE[self.hardware or ("cpu" if engines <= {"cpu"} else "h100-sxm")]
@@ -81,7 +120,7 @@ class BlendServe:
 
         pieces: list[Piece] = []
         taken = np.zeros(n, dtype=bool)
-        if len(cold):
+        if len(cold) and self.warms_up and order == "blendserve":
             sample = cold[warmup_sample(_workload([r.prompts[i] for i in cold], r.max_tokens[cold]),
                                         fraction=self.warmup_fraction)]
             if len(sample):
@@ -90,20 +129,29 @@ class BlendServe:
                 self.warmups[r.model] = r.ids[sample]
         urgent = np.flatnonzero(~taken & (r.expires_at - time.time() < self.urgent_horizon_s))
         rest = np.flatnonzero(~taken)
+        step = step or STEP_TOKENS
         if len(urgent):
-            pieces += self._blend(r, urgent, est, model, hw, kv, 1)
+            pieces += self._blend(r, urgent, est, model, hw, kv, 1, order, step)
             rest = np.setdiff1d(rest, urgent)
         if len(rest):
-            pieces += self._blend(r, rest, est, model, hw, kv, ranks)
-        log.info("blendserve %s: %d request(s), %d history, %d warm-up, %d urgent, %d rank(s)", r.model, n, h,
-                 int(taken.sum()), len(urgent), ranks)
+            pieces += self._blend(r, rest, est, model, hw, kv, ranks, order, step)
+        log.info("%s %s: %d request(s), %d history, %d warm-up, %d urgent, %d rank(s), %d-token steps", order,
+                 r.model, n, h, int(taken.sum()), len(urgent), ranks, step)
         return pieces
 
     def _blend(self, r: Round, idx: np.ndarray, est: np.ndarray, model: ModelProfile, hw, kv: float | None,
-               ranks: int) -> list[Piece]:
+               ranks: int, order: str, step: int) -> list[Piece]:
         wl = _workload([r.prompts[i] for i in idx], r.max_tokens[idx])
         wl.output_len = est[idx]
-        p = plan(wl, model, hw, "blendserve", kv_capacity_bytes=kv, ranks=ranks)
+        p = plan(wl, model, hw, order, kv_capacity_bytes=kv, ranks=ranks, step_tokens=step)
         if ranks == 1:
             return [Piece(idx[p.order])]
         return [Piece(idx[o], rank=k) for k, o in enumerate(p.rank_orders)]
+
+
+class DFS(BlendServe):
+    """Prefix-sorted order per model across jobs, under BlendServe's deadline rule and per-rank cut: the baseline
+    a plan must beat besides file order."""
+
+    order = "dfs"
+    warms_up = False

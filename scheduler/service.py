@@ -46,12 +46,23 @@ def model_info(name: str, path) -> ModelInfo:
 def policy_for(settings: Settings) -> planning.Policy:
     if settings.planner == "fcfs":
         return planning.FCFS()
-    if settings.planner == "blendserve":
-        from scheduler.blend import BlendServe
+    if settings.planner in ("blendserve", "dfs"):
+        from sqlalchemy import select
 
-        return BlendServe(model_paths(settings), hardware=settings.hardware,
-                          warmup_fraction=settings.warmup_fraction, urgent_horizon_s=settings.urgent_horizon_s)
-    raise ValueError(f"unknown planner {settings.planner!r}; choose fcfs or blendserve")
+        from core.models import Worker
+        from scheduler.blend import DFS, BlendServe
+
+        readers = make_sessionmaker(make_engine(settings.db_url, readonly=True))
+
+        def step_budgets(ids: list[str]) -> dict[str, int | None]:
+            """The workers' step_tokens, read from their rows (the engine's budget per mixed step)."""
+            with readers() as s:
+                return dict(s.execute(select(Worker.id, Worker.step_tokens).where(Worker.id.in_(ids))).all())
+
+        cls = BlendServe if settings.planner == "blendserve" else DFS
+        return cls(model_paths(settings), hardware=settings.hardware, warmup_fraction=settings.warmup_fraction,
+                   urgent_horizon_s=settings.urgent_horizon_s, step_budgets=step_budgets)
+    raise ValueError(f"unknown planner {settings.planner!r}; choose blendserve, dfs or fcfs")
 
 
 class Scheduler:

@@ -1,7 +1,14 @@
-"""The service with the BlendServe planner: every request runs exactly once, warm-up first, across jobs."""
+"""The service with the BlendServe and DFS planners: every request runs exactly once, across jobs; BlendServe
+warms up first and paces to the workers' step budget, or plans for prefix reuse where the engine cannot mix."""
 from __future__ import annotations
 
+import re
+
+import numpy as np
 import pytest
+import sqlalchemy as sa
+
+from core.db import make_engine
 
 from tests.conftest import TINY
 from tests.live import jsonl, read_lines, wait_batch
@@ -27,7 +34,20 @@ def blend(make_deployment):
     return make_deployment(BLENDSERVE_PLANNER="blendserve", BLENDSERVE_WARMUP_FRACTION="0.05").start_all()
 
 
+def _db(d) -> sa.Engine:
+    return make_engine(d.env["BLENDSERVE_DATABASE_URL"] or f"sqlite:///{(d.data_dir / 'blendserve.db').resolve()}")
+
+
+def _set_step_tokens(d, value: int | None) -> None:
+    """What a worker's engine reported as its mixed-step budget (the planner reads the worker rows)."""
+    eng = _db(d)
+    with eng.begin() as c:
+        c.execute(sa.text("UPDATE workers SET step_tokens = :v"), {"v": value})
+    eng.dispose()
+
+
 def test_blendserve_runs_two_jobs_exactly_once(blend):
+    _set_step_tokens(blend, 1024)
     c = blend.client()
     jobs = {}
     for tag in ("a", "b"):
@@ -42,4 +62,62 @@ def test_blendserve_runs_two_jobs_exactly_once(blend):
         assert sorted(o["custom_id"] for o in out) == sorted(r["custom_id"] for r in rows)
         assert b.usage.input_tokens_details.cached_tokens > 0
     log = blend.log("scheduler", tail=None)
-    assert "warm-up" in log and "blendserve" in log
+    rounds = re.findall(r"(\w+) \S+: \d+ request\(s\), \d+ history, (\d+) warm-up, .*, (\d+)-token steps", log)
+    assert rounds and all(r[0] == "blendserve" and r[2] == "1024" for r in rounds), rounds
+    assert sum(int(r[1]) for r in rounds) > 0, "cold subtrees are sampled first"
+    assert "cannot mix" not in log
+
+
+def test_an_engine_that_cannot_mix_gets_prefix_reuse_first(blend):
+    """step_tokens null: said once in the log, then the DFS order (no warm-up: lengths cannot change it)."""
+    _set_step_tokens(blend, None)
+    c = blend.client()
+    before = blend.log("scheduler", tail=None)
+    for tag in ("c", "d"):
+        f = c.files.create(file=(f"{tag}.jsonl", jsonl(mixed(30, tag + "x"))), purpose="batch")
+        b = wait_batch(c, c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions",
+                                           completion_window="24h").id)
+        assert b.status == "completed", b.errors
+    log = blend.log("scheduler", tail=None)[len(before):]
+    assert log.count("cannot mix prefill and decode") == 1
+    rounds = re.findall(r"(\w+) \S+: \d+ request\(s\), \d+ history, (\d+) warm-up", log)
+    assert rounds and all(r == ("dfs", "0") for r in rounds), rounds
+
+
+@pytest.fixture(scope="module")
+def dfs(make_deployment):
+    return make_deployment(BLENDSERVE_PLANNER="dfs").start_all()
+
+
+def _run_order(d) -> list[bytes]:
+    """Prompt ids of every request in the order the plan gave the worker (chunk after chunk)."""
+    eng = _db(d)
+    with eng.connect() as c:
+        rows = c.execute(sa.text("SELECT r.prompt_ids FROM requests r JOIN chunks c ON c.id = r.chunk_id "
+                                 "ORDER BY c.seq, r.position")).all()
+    eng.dispose()
+    return [bytes(r[0]) for r in rows]
+
+
+def test_dfs_runs_prompts_sorted_across_jobs(dfs):
+    """Two jobs interleaving two few-shot prefixes and chat: every round's plan is one run of prompts sorted by
+    token ids, across both jobs, with no warm-up; FCFS order would break the sort at every third line."""
+    c = dfs.client()
+    ids = []
+    for tag in ("a", "b"):
+        f = c.files.create(file=(f"{tag}.jsonl", jsonl(mixed(60, tag))), purpose="batch")
+        ids.append(c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions",
+                                    completion_window="24h").id)
+    for bid in ids:
+        b = wait_batch(c, bid)
+        assert b.status == "completed", b.errors
+        assert len(read_lines(c, b.output_file_id)) == 60
+        assert b.usage.input_tokens_details.cached_tokens > 0
+    keys = [tuple(np.frombuffer(p, dtype="<i4").tolist()) for p in _run_order(dfs)]
+    assert len(keys) == 120
+    descents = sum(a > b for a, b in zip(keys, keys[1:]))
+    log = dfs.log("scheduler", tail=None)
+    rounds = log.count(" request(s) of ")
+    assert "dfs " in log and "warm-up" in log and ", 0 warm-up," in log
+    assert descents < rounds, (descents, rounds)
+    assert descents < 10     # FCFS order of the same file has ~40

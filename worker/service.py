@@ -82,8 +82,9 @@ class WorkerService:
         now = time.time()
         with self.sessions.begin() as s:
             s.add(Worker(id=self.id, model=engine.model_name, engine=engine_kind, host=socket.gethostname(),
-                         kv_capacity_tokens=engine.kv_capacity_tokens(), pid=os.getpid(), started_at=now,
-                         heartbeat_at=now))
+                         kv_capacity_tokens=engine.kv_capacity_tokens(),
+                         step_tokens=getattr(engine, "step_token_budget", lambda: None)(), pid=os.getpid(),
+                         started_at=now, heartbeat_at=now))
 
     def run(self, stop: threading.Event | None = None) -> None:
         stop = stop or threading.Event()

@@ -25,7 +25,7 @@ from .workload import Workload
 
 POLICIES = ("fcfs", "dfs", "balance", "blendserve")
 PRIOR_OUTPUT_TOKENS = 256
-STEP_TOKENS = 2048      # an engine step's token budget (decodes + chunked prefill), NanoFlow's dense batch
+STEP_TOKENS = 2048      # default step token budget (decodes + chunked prefill): NanoFlow's dense batch, SGLang's chunk
 
 
 @dataclass
@@ -51,8 +51,41 @@ class _Clock:
         self._t, self._c = now, cpu
 
 
-def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, model: perf.ModelProfile,
-           capacity: float, split_budget: float, clock: _Clock, stats: dict) -> np.ndarray:
+TAIL_GUARD = True
+
+
+def _fewest_steps(fresh: np.ndarray, d: np.ndarray, model: perf.ModelProfile, capacity: float,
+                  step_tokens: int) -> float:
+    """Engine steps any order needs: compute tokens / step budget, KV reads / pool, the longest output."""
+    kv_reads = float(np.sum(fresh * d + d * d / 2.0)) if len(d) else 0.0
+    return max(float(np.sum(fresh) + np.sum(d)) / step_tokens, kv_reads * model.kv_bytes_per_token / capacity,
+               float(d.max(initial=0.0)), 1.0)
+
+
+def tail_guard(order: np.ndarray, longest: np.ndarray, steps: float) -> np.ndarray:
+    """Admit every request early enough that its longest possible output ends with the run.
+
+    A request that may decode L steps (its max_tokens), admitted at fraction
+    f of a run of T steps, ends by the run's end only if f <= 1 - L / T. An
+    estimate is no guarantee (no token says which dataset an unshared prompt
+    is from, so a 16K-token video description can hide among short chats
+    with the same estimate), and one long request admitted late decodes
+    alone at the end: a memory-bound tail no blend can fill. So each
+    request's position is scaled by (1 - L / T), clamped to [0, 1]: requests
+    with short bounds keep their place, those with long ones move forward,
+    keeping their relative order (and so their prefix locality).
+    """
+    n = len(order)
+    if n < 2:
+        return order
+    factor = np.clip(1.0 - longest[order] / steps, 0.0, 1.0)
+    key = np.arange(n, dtype=np.float64) * factor
+    return order[np.argsort(key, kind="stable")]
+
+
+def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, max_tokens: np.ndarray,
+           model: perf.ModelProfile, capacity: float, split_budget: float, step_tokens: int, clock: _Clock,
+           stats: dict) -> np.ndarray:
     """BlendServe's admission order: split, re-sort, then dual scan with `capacity` bytes of KV."""
     s = split(tree, totals, per_request, budget_fraction=split_budget)
     stats.update(split_cut_nodes=int(len(s.cut)), split_moved_leaves=s.moved_leaves,
@@ -69,25 +102,35 @@ def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, mod
     comp, mem, p = per_request
     fresh = p[req] - shared                    # the part of each prompt the cache does not hold
     scan = dual_scan(comp[req], mem[req], p[req], shared, perf.kv_bytes_held(fresh, d[req], model),
-                     d[req] + fresh / STEP_TOKENS, capacity, rho_t)
+                     d[req] + fresh / step_tokens, capacity, rho_t)
     stats["left_fraction"] = float(np.mean(scan.side == 0)) if len(scan.side) else 0.0
     clock.lap("dual_scan")
-    return req[scan.order]
+    order = req[scan.order]
+    if TAIL_GUARD:
+        steps = _fewest_steps(fresh, d[req], model, capacity, step_tokens)
+        stats["fewest_steps"] = steps
+        order = tail_guard(order, np.maximum(max_tokens.astype(np.float64), d), steps)
+        clock.lap("tail_guard")
+    return order
 
 
 def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile, policy: str = "blendserve", *,
          kv_capacity_bytes: float | None = None, ranks: int = 1, split_budget: float = 0.01,
-         seed: int = 0) -> Plan:
+         step_tokens: int = STEP_TOKENS, seed: int = 0) -> Plan:
     """Admission order(s) for the pending requests of one model under `policy`.
 
     Output lengths come from workload.output_len (estimates are fine); where
     it is None a prior of min(max_tokens, 256) is used. kv_capacity_bytes is
     one rank's KV memory, by default 90% of the device less the weights.
+    step_tokens is the engine's token budget per step (decodes + prefill
+    chunk): the blend paces prefills to it.
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
     if ranks < 1:
         raise ValueError("ranks must be >= 1")
+    if step_tokens < 1:
+        raise ValueError("step_tokens must be >= 1")
     if kv_capacity_bytes is None:
         kv_capacity_bytes = hw.memory_bytes * 0.9 - model.weight_bytes()
     if kv_capacity_bytes <= 0:
@@ -101,7 +144,8 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     comp = perf.comp_time(p, d, model, hw)
     mem = perf.mem_time(p, d, model, hw)
     per_request = (comp, mem, p)
-    stats: dict = {"policy": policy, "requests": n, "ranks": ranks, "kv_capacity_bytes": float(kv_capacity_bytes)}
+    stats: dict = {"policy": policy, "requests": n, "ranks": ranks, "kv_capacity_bytes": float(kv_capacity_bytes),
+                   "step_tokens": step_tokens}
 
     order_lex, lcp = sort_prompts(workload.tokens, workload.offsets)
     clock.lap("sort")
@@ -111,7 +155,8 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     clock.lap("tree")
 
     if policy == "blendserve":
-        order = _blend(tree, totals, per_request, d, model, kv_capacity_bytes * ranks, split_budget, clock, stats)
+        order = _blend(tree, totals, per_request, d, workload.max_tokens, model, kv_capacity_bytes * ranks,
+                       split_budget, step_tokens, clock, stats)
     elif policy == "fcfs":
         order = baselines.fcfs(n)
     elif policy == "dfs":

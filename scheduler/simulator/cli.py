@@ -15,7 +15,7 @@ import numpy as np
 
 from scheduler.planner import HARDWARE, MODELS, POLICIES, ModelProfile, Workload
 from scheduler.simulator import workloads
-from scheduler.simulator.engine import EngineConfig
+from scheduler.simulator.engine import OVERLAPS, EngineConfig
 from scheduler.simulator.runner import LENGTH_MODES, WorkloadRun, run_workload
 
 
@@ -27,7 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="blendserve simulate",
         description="Plan a workload with each policy, simulate every order on a step-level engine model, "
-                    "and report throughput against the optimum max((1 - s_DFS) T_comp, T_mem).")
+                    "and report throughput against the optimum T* = max((1 - s_DFS) T_comp, T_mem + K W / B) "
+                    "(DESIGN.md section 3) and the simulated engine's own bound.")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--workload", default="trace1",
                      help=f"preset: {', '.join(workloads.preset_names())}, or grid-r<rho>-s<sharing> (default trace1)")
@@ -41,7 +42,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--plan-only", action="store_true", help="plan and time the planner; do not simulate")
     p.add_argument("--lengths", choices=LENGTH_MODES, default="estimate",
                    help="what BlendServe plans with: 1%% warm-up sample + estimates (default), or true lengths")
-    p.add_argument("--step-tokens", type=int, default=EngineConfig.step_tokens, help="engine token budget per step")
+    p.add_argument("--step-tokens", type=int, default=EngineConfig.step_tokens,
+                   help="engine token budget per step (decodes + prefill chunk); the planner paces to it "
+                        f"(default {EngineConfig.step_tokens}: NanoFlow's dense batch, SGLang's chunk in our worker)")
+    p.add_argument("--overlap", choices=OVERLAPS, default=EngineConfig.overlap,
+                   help="nanoflow: step = max(compute, (W + KV) / B); sequential (vLLM, SGLang): "
+                        "max(compute, W / B) + KV / B (default nanoflow)")
+    p.add_argument("--lead-tokens", type=int, default=0,
+                   help="tokens of a per-dataset marker opening every generated prompt (default 0: none, "
+                        "as in the paper's datasets)")
     p.add_argument("--max-running", type=int,
                    help=f"engine running-request cap (default min({EngineConfig.max_running}, --step-tokens))")
     p.add_argument("--kv-capacity-gb", type=float, help="KV pool in GB (default: device memory x 0.95 - weights)")
@@ -116,17 +125,21 @@ class _Progress:
 def _table(run: WorkloadRun) -> str:
     j = run.to_json()
     head = (f"{j['name']}: {j['requests']} requests, density {j['density']:.3f}, DFS sharing "
-            f"{j['dfs_sharing_ratio']:.3f}, optimum {j['optimal_tokens_per_s']:,.0f} tokens/s, engine bound "
-            f"{j['engine_bound_tokens_per_s']:,.0f} tokens/s")
-    lines = [head, f"  {'policy':<11}{'tokens/s':>12}{'of optimum':>12}{'sharing':>9}{'vs DFS':>8}{'plan s':>8}"]
+            f"{j['dfs_sharing_ratio']:.3f}, overlap {j['overlap']}, {j['step_tokens']}-token steps\n"
+            f"  optimum T* {j['optimal_tokens_per_s']:,.0f} tokens/s, engine bound "
+            f"{j['engine_bound_tokens_per_s']:,.0f} tokens/s (T_o without weight reads "
+            f"{j['ideal_tokens_per_s']:,.0f})")
+    lines = [head, f"  {'policy':<11}{'tokens/s':>12}{'of T*':>9}{'of bound':>9}{'sharing':>9}{'vs DFS':>8}"
+                   f"{'plan s':>8}"]
 
     def fmt(v, spec: str) -> str:
         return "-" if v is None else format(v, spec)
 
     for name, p in j["policies"].items():
-        lines.append(f"  {name:<11}{fmt(p['tokens_per_s'], ',.0f'):>12}{fmt(p['fraction_of_optimal'], '.1%'):>12}"
+        lines.append(f"  {name:<11}{fmt(p['tokens_per_s'], ',.0f'):>12}{fmt(p['fraction_of_optimal'], '.1%'):>9}"
+                     f"{fmt(p['fraction_of_engine_bound'], '.1%'):>9}"
                      f"{fmt(p['sharing_ratio'], '.3f'):>9}{fmt(p['sharing_vs_dfs'], '.3f'):>8}"
-                     f"{fmt(p['plan_seconds'], '.2f'):>8}")
+                     f"{fmt(p['plan_seconds'], '.2f'):>8}" + (f"  ({p['dfs_direction']})" if 'dfs_direction' in p else ""))
     return "\n".join(lines)
 
 
@@ -145,7 +158,7 @@ def _run(args: argparse.Namespace) -> int:
     kv_tokens = None if args.kv_capacity_gb is None else int(args.kv_capacity_gb * 1e9 / model.kv_bytes_per_token)
     max_running = args.max_running if args.max_running is not None else min(EngineConfig.max_running, args.step_tokens)
     config = EngineConfig(step_tokens=args.step_tokens, max_running=max_running,
-                          kv_capacity_tokens=kv_tokens, efficiency=args.efficiency)
+                          kv_capacity_tokens=kv_tokens, efficiency=args.efficiency, overlap=args.overlap)
     if config.capacity(model, hw) < 1:
         raise _UsageError(f"{model.name} leaves no KV memory on {hw.name}: pass --kv-capacity-gb")
 
@@ -159,7 +172,7 @@ def _run(args: argparse.Namespace) -> int:
     for i, (name, preset) in enumerate(sources):
         t0 = time.perf_counter()
         w = read_workload_file(args.workload_file) if preset is None else \
-            workloads.generate(preset, args.requests, seed=args.seed, model=model, hw=hw)
+            workloads.generate(preset, args.requests, seed=args.seed, model=model, hw=hw, lead=args.lead_tokens)
         label = f"[{i + 1}/{len(sources)}] {name}" if len(sources) > 1 else name
         run = run_workload(name, w, model, hw, policies, config, seed=args.seed, plan_only=args.plan_only,
                            lengths=args.lengths, progress=_Progress(label) if show else None)

@@ -1,10 +1,16 @@
-"""The practical optimum every simulated order is measured against (DESIGN.md section 3).
+"""The optima every simulated order is measured against (DESIGN.md section 3).
 
-T_o = max((1 - s_DFS) T_comp, T_mem), with T_comp and T_mem the sums of the
-performance model's Comp and Mem over the workload and s_DFS the sharing of a
-DFS order with an unbounded cache. It ignores the weights read every step,
-finite memory and imperfect overlap, so no order can beat it in the simulator,
-which prices the same tokens the same way (see engine.py).
+T_o = max((1 - s_DFS) T_comp, T_mem) (`ideal`), with T_comp and T_mem the
+sums of the performance model's Comp and Mem over the workload and s_DFS the
+sharing of a DFS order with an unbounded cache, ignores the weights read
+every step. The practical optimum T* = max((1 - s_DFS) T_comp, T_mem + K W / B)
+(`optimum`, what every "fraction of optimum" figure is of) adds them: a step
+holds at most the KV pool, so there are at least K = max(T_mem B / pool,
+longest output) steps. Neither counts imperfect overlap or the engine's
+efficiency, so no order can beat them in the simulator, which prices the
+same tokens the same way (see engine.py). engine_bound is tighter still: it
+adds what the simulated engine (its step budget, overlap mode, efficiency)
+makes every order pay.
 """
 from __future__ import annotations
 
@@ -23,9 +29,12 @@ class Optimum:
     t_mem: float
     sharing: float
     tokens: int
+    sequential: bool = False      # compute and memory add instead of overlapping (engine_bound, sequential)
 
     @property
     def seconds(self) -> float:
+        if self.sequential:
+            return (1.0 - self.sharing) * self.t_comp + self.t_mem
         return max((1.0 - self.sharing) * self.t_comp, self.t_mem)
 
     @property
@@ -33,12 +42,21 @@ class Optimum:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
 
 
-def optimum(w: Workload, model: ModelProfile, hw: HardwareProfile, sharing: float) -> Optimum:
-    """The optimum of w given its DFS sharing ratio (prefix.dfs_sharing_ratio)."""
+def ideal(w: Workload, model: ModelProfile, hw: HardwareProfile, sharing: float) -> Optimum:
+    """T_o of w given its DFS sharing ratio (prefix.dfs_sharing_ratio): no weight reads."""
     p = w.prompt_lens()
     d = output_lengths(w)
     return Optimum(float(np.sum(comp_time(p, d, model, hw))), float(np.sum(mem_time(p, d, model, hw))),
                    sharing, int(p.sum() + d.sum()))
+
+
+def optimum(w: Workload, model: ModelProfile, hw: HardwareProfile, sharing: float,
+            config: EngineConfig = EngineConfig()) -> Optimum:
+    """T* of w: T_o with the weights read once per step, K = max(T_mem B / pool, longest output) steps."""
+    base = ideal(w, model, hw, sharing)
+    kv_reads = base.t_mem * hw.bandwidth / model.kv_bytes_per_token
+    steps = max(kv_reads / config.capacity(model, hw), float(output_lengths(w).max(initial=0)))
+    return Optimum(base.t_comp, base.t_mem + steps * model.weight_bytes() / hw.bandwidth, sharing, base.tokens)
 
 
 def engine_bound(w: Workload, model: ModelProfile, hw: HardwareProfile, sharing: float,
@@ -49,15 +67,20 @@ def engine_bound(w: Workload, model: ModelProfile, hw: HardwareProfile, sharing:
     most step_tokens tokens, and a request decodes one token a step. So there
     are at least K = max(KV token reads / pool, compute tokens / step_tokens,
     longest output) steps, memory time is at least T_mem + K x weights / B,
-    and the engine's efficiency divides both. The gap between this and the
-    optimum is engine physics; the gap between a policy and this is ordering.
-    Returned as an Optimum whose t_mem carries the weight reads and whose
-    times are divided by the efficiency.
+    and the engine's efficiency divides both. With sequential overlap the KV
+    reads add to max(compute, weight reads) instead of hiding under compute,
+    so the bound is T_mem + max(compute, K W / B). The gap between this and
+    the optimum is engine physics; the gap between a policy and this is
+    ordering. Returned as an Optimum whose t_mem carries the weight reads and
+    whose times are divided by the efficiency.
     """
-    base = optimum(w, model, hw, sharing)
+    base = ideal(w, model, hw, sharing)
     comp = (1.0 - sharing) * base.t_comp
     kv_reads = base.t_mem * hw.bandwidth / model.kv_bytes_per_token
     steps = max(kv_reads / config.capacity(model, hw), comp / (2.0 * model.params / hw.flops) / config.step_tokens,
                 float(output_lengths(w).max(initial=0)))
-    mem = base.t_mem + steps * model.weight_bytes() / hw.bandwidth
-    return Optimum(comp / config.efficiency, mem / config.efficiency, 0.0, base.tokens)
+    weights = steps * model.weight_bytes() / hw.bandwidth
+    if config.overlap == "sequential":
+        return Optimum(max(comp, weights) / config.efficiency, base.t_mem / config.efficiency, 0.0, base.tokens,
+                       sequential=True)
+    return Optimum(comp / config.efficiency, (base.t_mem + weights) / config.efficiency, 0.0, base.tokens)

@@ -14,7 +14,7 @@ import numpy as np
 from scheduler.planner import Workload, estimate_output_lengths, plan, warmup_sample
 from scheduler.planner.perf import HardwareProfile, ModelProfile
 from scheduler.simulator.engine import EngineConfig, SimResult, output_lengths, simulate
-from scheduler.simulator.optimum import Optimum, engine_bound, optimum
+from scheduler.simulator.optimum import Optimum, engine_bound, ideal, optimum
 from scheduler.simulator.prefix import build_prefix_trie, dfs_sharing_ratio
 from scheduler.simulator.workloads import density
 
@@ -28,6 +28,7 @@ class PolicyRun:
     plan_seconds: float
     plan_sharing: float          # the planner's own figure (unbounded cache)
     result: SimResult | None     # None with plan_only
+    dfs_direction: str = ""      # DFS only: "ascending" or "descending", whichever simulated faster
 
 
 @dataclass
@@ -36,8 +37,11 @@ class WorkloadRun:
     requests: int
     density: float
     dfs_sharing: float
-    optimum: Optimum
+    optimum: Optimum             # T* (DESIGN.md section 3): the optimum with the per-step weight reads
     bound: Optimum               # engine_bound: what the simulated engine allows any order
+    ideal: Optimum               # T_o: the optimum without weight reads (the paper's)
+    overlap: str = "nanoflow"
+    step_tokens: int = 2048
     runs: dict[str, PolicyRun] = field(default_factory=dict)
 
     def to_json(self) -> dict:
@@ -55,23 +59,27 @@ class WorkloadRun:
                 "simulated_seconds": r.seconds if r else None,
                 "preemptions": r.preemptions if r else None,
                 "fraction_of_engine_bound": r.tokens_per_s / self.bound.tokens_per_s if r else None,
+                "fraction_of_ideal": r.tokens_per_s / self.ideal.tokens_per_s if r else None,
                 "compute_utilisation": r.comp_seconds / r.seconds if r else None,
                 "memory_utilisation": r.mem_seconds / r.seconds if r else None,
             }
+            if run.dfs_direction:
+                policies[name]["dfs_direction"] = run.dfs_direction
         return {"name": self.name, "requests": self.requests, "optimal_tokens_per_s": self.optimum.tokens_per_s,
-                "engine_bound_tokens_per_s": self.bound.tokens_per_s,
+                "engine_bound_tokens_per_s": self.bound.tokens_per_s, "ideal_tokens_per_s": self.ideal.tokens_per_s,
+                "overlap": self.overlap, "step_tokens": self.step_tokens,
                 "density": self.density, "dfs_sharing_ratio": self.dfs_sharing, "policies": policies}
 
 
 def _blendserve_estimated(w: Workload, model: ModelProfile, hw: HardwareProfile, kv_bytes: float,
-                          seed: int) -> tuple[np.ndarray, float]:
+                          step_tokens: int, seed: int) -> tuple[np.ndarray, float]:
     """Warm-up sample first (its true lengths observed), then BlendServe on estimates for the rest."""
     true = output_lengths(w).astype(np.float64)
     sample = warmup_sample(w, WARMUP_FRACTION, seed=seed)
     prior = float(true[sample].mean()) if len(sample) else float(np.mean(np.minimum(w.max_tokens, 256)))
     est = estimate_output_lengths(w, sample, true[sample], prior)
     p = plan(Workload(w.tokens, w.offsets, w.max_tokens, est), model, hw, "blendserve",
-             kv_capacity_bytes=kv_bytes, seed=seed)
+             kv_capacity_bytes=kv_bytes, step_tokens=step_tokens, seed=seed)
     rest = p.order[~np.isin(p.order, sample)]
     return np.concatenate([sample, rest]), p.sharing_ratio
 
@@ -80,26 +88,39 @@ def run_workload(name: str, w: Workload, model: ModelProfile, hw: HardwareProfil
                  config: EngineConfig = EngineConfig(), *, seed: int = 0, plan_only: bool = False,
                  lengths: str = "estimate",
                  progress: Callable[[str, float], None] | None = None) -> WorkloadRun:
-    """Plan and simulate w under each policy. `lengths`: what BlendServe plans with (see LENGTH_MODES)."""
+    """Plan and simulate w under each policy. `lengths`: what BlendServe plans with (see LENGTH_MODES).
+
+    The planner paces to the simulated engine's step budget and KV pool.
+    DFS runs in both directions of the prefix tree (ascending token ids and
+    the reverse, itself a DFS with siblings reversed: the datasets' order
+    flips) and keeps the faster, so BlendServe is compared with the better
+    DFS, not with whichever dataset the sort happened to put first.
+    """
     if lengths not in LENGTH_MODES:
         raise ValueError(f"lengths must be one of {LENGTH_MODES}")
     trie = build_prefix_trie(w)
     s_dfs = dfs_sharing_ratio(w, trie)
-    opt = optimum(w, model, hw, s_dfs)
-    out = WorkloadRun(name, w.n, density(w, s_dfs, model, hw), s_dfs, opt, engine_bound(w, model, hw, s_dfs, config))
+    out = WorkloadRun(name, w.n, density(w, s_dfs, model, hw), s_dfs, optimum(w, model, hw, s_dfs, config),
+                      engine_bound(w, model, hw, s_dfs, config), ideal(w, model, hw, s_dfs),
+                      overlap=config.overlap, step_tokens=config.step_tokens)
     kv_bytes = config.capacity(model, hw) * model.kv_bytes_per_token
     truth = Workload(w.tokens, w.offsets, w.max_tokens, output_lengths(w).astype(np.float64))
     for policy in policies:
         t0 = time.perf_counter()
         if policy == "blendserve" and lengths == "estimate":
-            order, plan_sharing = _blendserve_estimated(w, model, hw, kv_bytes, seed)
+            order, plan_sharing = _blendserve_estimated(w, model, hw, kv_bytes, config.step_tokens, seed)
         else:
-            p = plan(truth, model, hw, policy, kv_capacity_bytes=kv_bytes, seed=seed)
+            p = plan(truth, model, hw, policy, kv_capacity_bytes=kv_bytes, step_tokens=config.step_tokens, seed=seed)
             order, plan_sharing = p.order, p.sharing_ratio
         plan_s = time.perf_counter() - t0
-        result = None
+        result, direction = None, ""
         if not plan_only:
             cb = (lambda f, _p=policy: progress(_p, f)) if progress else None
             result = simulate(w, order, model, hw, config, trie=trie, progress=cb)
-        out.runs[policy] = PolicyRun(policy, plan_s, plan_sharing, result)
+            if policy == "dfs":
+                direction = "ascending"
+                other = simulate(w, order[::-1].copy(), model, hw, config, trie=trie, progress=cb)
+                if other.seconds < result.seconds:
+                    result, direction = other, "descending"
+        out.runs[policy] = PolicyRun(policy, plan_s, plan_sharing, result, direction)
     return out

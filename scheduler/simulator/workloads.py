@@ -13,12 +13,14 @@ target DFS sharing s. Proportions come from a 3x3 linear solve on the
 per-request means of the very streams that are then used (a fixed point of a
 few iterations), so the targets hold for the requests actually drawn.
 
-Every prompt of a type opens with the type's own `lead` token(s): real
-datasets differ in chat template, system prompt or phrasing ("The video
-shows ..."), so a prefix-sorted (DFS) order runs them dataset by dataset, as
-the paper's DFS baseline does. Without it, uniform random prompts would make
-DFS a random blend of all unshared requests, which real data is not. The
-lead adds under 1% sharing.
+By default no token marks a request's dataset (`lead` = 0), as in the
+paper's traces, whose datasets share no marker: a prefix-sorted (DFS) order
+then interleaves the unshared requests of all datasets in token-id order,
+and neither the planner nor its output-length estimates can tell an
+OpenVid prompt from a BurstGPT one by anything but shared prefixes. With
+`lead` > 0 every prompt of a type opens with the type's own lead token(s)
+(a chat template, "The video shows ..."), so DFS runs the datasets one after
+another (its worst case) and the estimator can group a dataset's requests.
 
 The file order (what FCFS runs) is a sequence of jobs: each type's requests
 are cut into a few contiguous jobs and the jobs are shuffled, as when several
@@ -27,7 +29,7 @@ all token arrays are built with numpy, never a Python loop per token.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -54,7 +56,7 @@ class RequestType:
     prefix_pool: int = 1          # distinct shared prefixes
     pool_zipf: float = 0.0        # 0: uniform choice over the pool, else Zipf exponent (few popular apps)
     header: int = 0               # tokens common to every prefix of the type (e.g. MMLU's instruction line)
-    lead: int = 1                 # tokens that open every prompt of the type (its template / style)
+    lead: int = 0                 # tokens that open every prompt of the type (a dataset marker; none by default)
 
 
 # Means follow DESIGN.md (the paper's Table 4). Prefix fraction x prefix mean /
@@ -214,36 +216,46 @@ def _solve_counts(streams: list[_Stream], n: int, rho: float, sharing: float,
     return out
 
 
+def _kind(name: str, lead: int) -> RequestType:
+    return replace(TYPES[name], lead=lead)
+
+
 def mixed(types: tuple[str, str, str], n: int, rho: float, sharing: float, *, seed: int = 0,
-          model: ModelProfile = MODELS["llama-3.1-8b"], hw: HardwareProfile = HARDWARE["a100-80gb"]) -> Workload:
+          model: ModelProfile = MODELS["llama-3.1-8b"], hw: HardwareProfile = HARDWARE["a100-80gb"],
+          lead: int = 0) -> Workload:
     """n requests of three types blended to density rho and DFS sharing `sharing` on (model, hw)."""
     rng = np.random.default_rng(seed)
-    streams = [_draw(TYPES[t], n, rng) for t in types]
+    streams = [_draw(_kind(t, lead), n, rng) for t in types]
     counts = _solve_counts(streams, n, rho, sharing, model, hw)
     return _assemble([s.head(int(k)) for s, k in zip(streams, counts)], rng)
 
 
-def single(kind: str, n: int, *, seed: int = 0) -> Workload:
+def single(kind: str, n: int, *, seed: int = 0, lead: int = 0) -> Workload:
     """n requests of one type."""
     rng = np.random.default_rng(seed)
-    return _assemble([_draw(TYPES[kind], n, rng)], rng)
+    return _assemble([_draw(_kind(kind, lead), n, rng)], rng)
 
 
 def generate(name: str, n: int, *, seed: int = 0, model: ModelProfile = MODELS["llama-3.1-8b"],
-             hw: HardwareProfile = HARDWARE["a100-80gb"]) -> Workload:
-    """The named preset with n requests: trace1-4, grid-r<rho>-s<sharing>, or a request type."""
+             hw: HardwareProfile = HARDWARE["a100-80gb"], lead: int = 0) -> Workload:
+    """The named preset with n requests: trace1-4, grid-r<rho>-s<sharing>, or a request type.
+
+    lead: tokens of a per-dataset marker opening every prompt (0: none, the default; see the module doc).
+    """
     if n < 1:
         raise ValueError("a workload needs at least one request")
+    if lead < 0:
+        raise ValueError("lead must be >= 0")
     if name in TRACES:
-        return mixed(TRACE_TYPES, n, *TRACES[name], seed=seed, model=model, hw=hw)
+        return mixed(TRACE_TYPES, n, *TRACES[name], seed=seed, model=model, hw=hw, lead=lead)
     if name in TYPES:
-        return single(name, n, seed=seed)
+        return single(name, n, seed=seed, lead=lead)
     if name.startswith("grid-r") and "-s" in name:
         try:
             rho, sharing = (float(x) for x in name[len("grid-r"):].split("-s"))
         except ValueError:
             raise ValueError(f"bad grid workload name {name!r}: use grid-r<rho>-s<sharing>") from None
-        return mixed(TRACE_TYPES, n, rho, sharing, seed=seed, model=model, hw=hw)
+        return mixed(TRACE_TYPES, n, rho, sharing, seed=seed, model=model, hw=hw, lead=lead)
     raise ValueError(f"unknown workload {name!r}; presets: {', '.join(preset_names())}, grid-r<rho>-s<sharing>")
 
 

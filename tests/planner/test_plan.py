@@ -74,6 +74,9 @@ def test_unknown_output_lengths_use_the_prior_and_bad_arguments_fail():
         plan(w, MODEL, GPU, "sjf")
     with pytest.raises(ValueError):
         plan(w, MODEL, GPU, ranks=0)
+    with pytest.raises(ValueError, match="step_tokens"):
+        plan(w, MODEL, GPU, step_tokens=0)
+    assert plan(w, MODEL, GPU, step_tokens=512).stats["step_tokens"] == 512
     big = type(MODEL)("huge", 1e12, 100, 8192)
     with pytest.raises(ValueError):
         plan(w, big, GPU)

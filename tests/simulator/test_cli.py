@@ -54,7 +54,7 @@ def test_workload_file_and_plot(tmp_path: Path, capsys):
 def test_readable_table_without_json(capsys):
     assert main(["--workload", "mmlu", "--requests", "300", "--policies", "dfs"]) == 0
     out = capsys.readouterr().out
-    assert "mmlu: 300 requests" in out and "of optimum" in out and "dfs" in out
+    assert "mmlu: 300 requests" in out and "of T*" in out and "optimum T*" in out and "dfs" in out
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -85,3 +85,27 @@ def test_python_dash_m_entry_point():
                           "--policies", "fcfs", "--json"], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2])
     assert json.loads(out.stdout)["workloads"][0]["requests"] == 200
+
+
+def test_dfs_keeps_the_better_direction_and_overlap_is_reported(capsys):
+    import json
+
+    from scheduler.planner import plan
+    from scheduler.simulator import workloads
+    from scheduler.simulator.engine import EngineConfig, output_lengths, simulate
+    from scheduler.planner.workload import Workload
+    from tests.simulator.conftest import GPU, MODEL
+
+    assert main(["--workload", "trace3", "--requests", "3000", "--policies", "dfs", "--overlap", "sequential",
+                 "--step-tokens", "512", "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)["workloads"][0]
+    assert j["overlap"] == "sequential" and j["step_tokens"] == 512
+    dfs = j["policies"]["dfs"]
+    w = workloads.generate("trace3", 3000, seed=0, model=MODEL, hw=GPU)
+    cfg = EngineConfig(step_tokens=512, max_running=512, overlap="sequential")
+    truth = Workload(w.tokens, w.offsets, w.max_tokens, output_lengths(w).astype(float))
+    order = plan(truth, MODEL, GPU, "dfs", kv_capacity_bytes=cfg.capacity(MODEL, GPU) * MODEL.kv_bytes_per_token).order
+    both = [simulate(w, o, MODEL, GPU, cfg).tokens_per_s for o in (order, order[::-1].copy())]
+    assert dfs["tokens_per_s"] == pytest.approx(max(both), rel=1e-12)
+    assert dfs["dfs_direction"] == ("ascending" if both[0] >= both[1] else "descending")
+    assert 0 < dfs["fraction_of_optimal"] <= dfs["fraction_of_ideal"] * j["ideal_tokens_per_s"] / j["optimal_tokens_per_s"] + 1e-9

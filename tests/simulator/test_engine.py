@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from scheduler.planner.workload import Workload
 from scheduler.simulator.cache import RadixCache
 from scheduler.simulator.engine import EngineConfig, output_lengths, simulate
-from scheduler.simulator.optimum import engine_bound, optimum
+from scheduler.simulator.optimum import engine_bound, ideal, optimum
 from scheduler.simulator.prefix import build_prefix_trie, dfs_sharing_ratio
 from tests.simulator.conftest import GPU, MODEL, shared_prefix_workload
 
@@ -82,11 +82,12 @@ def test_radix_lru_hits_grow_with_capacity(prompts, small, seed):
     assert all(b >= a for a, b in zip(hits, hits[1:])), hits
 
 
+@pytest.mark.parametrize("overlap", ["nanoflow", "sequential"])
 @pytest.mark.parametrize("efficiency", [1.0, 0.94])
-def test_optimum_bounds_every_order(small_workload, efficiency):
+def test_optimum_bounds_every_order(small_workload, efficiency, overlap):
     w = small_workload
-    config = EngineConfig(efficiency=efficiency)
-    opt = optimum(w, MODEL, GPU, dfs_sharing_ratio(w))
+    config = EngineConfig(efficiency=efficiency, overlap=overlap)
+    opt = optimum(w, MODEL, GPU, dfs_sharing_ratio(w), config)
     bound = engine_bound(w, MODEL, GPU, dfs_sharing_ratio(w), config)
     assert bound.tokens_per_s <= opt.tokens_per_s
     for name, order in _orders(w).items():
@@ -104,6 +105,42 @@ def test_single_request_time_matches_the_step_model():
     expected = max(p * c, weights) + sum(max(c, weights + kv * (p + j + 1)) for j in range(d))
     assert r.seconds == pytest.approx(expected, rel=1e-9)
     assert r.output_tokens == d and r.computed_prompt_tokens == p
+
+
+def test_sequential_overlap_adds_kv_reads_after_compute():
+    """vLLM/SGLang without NanoFlow: a step is max(compute, W / B) + KV / B, never faster than NanoFlow's."""
+    p, d = 300, 40
+    w = Workload.from_lists([list(range(p))], 100, [d])
+    r = simulate(w, [0], MODEL, GPU, EngineConfig(efficiency=1.0, overlap="sequential"))
+    c = 2 * MODEL.params / GPU.flops
+    weights = MODEL.weight_bytes() / GPU.bandwidth
+    kv = MODEL.kv_bytes_per_token / GPU.bandwidth
+    expected = max(p * c, weights) + sum(max(c, weights) + kv * (p + j + 1) for j in range(d))
+    assert r.seconds == pytest.approx(expected, rel=1e-9)
+    nano = simulate(w, [0], MODEL, GPU, EngineConfig(efficiency=1.0))
+    assert nano.seconds <= r.seconds     # equal here: one decode never computes longer than W / B
+
+
+def test_sequential_is_slower_than_nanoflow_on_a_mixed_batch(small_workload):
+    """With decodes and prefills mixed, KV reads that no longer hide under compute cost time; same tokens."""
+    w = small_workload
+    seq = simulate(w, np.arange(w.n), MODEL, GPU, EngineConfig(overlap="sequential"))
+    nano = simulate(w, np.arange(w.n), MODEL, GPU, EngineConfig(overlap="nanoflow"))
+    assert seq.output_tokens == nano.output_tokens and seq.finished == w.n
+    assert seq.seconds > nano.seconds
+
+
+def test_t_star_adds_the_weight_reads_of_the_fewest_steps(small_workload):
+    """T* = max((1 - s) T_comp, T_mem + K W / B), K = max(KV reads / pool, longest output) (DESIGN.md section 3)."""
+    w = small_workload
+    s = dfs_sharing_ratio(w)
+    config = EngineConfig()
+    base, star = ideal(w, MODEL, GPU, s), optimum(w, MODEL, GPU, s, config)
+    k = max(base.t_mem * GPU.bandwidth / MODEL.kv_bytes_per_token / config.capacity(MODEL, GPU),
+            float(output_lengths(w).max()))
+    assert star.t_mem == pytest.approx(base.t_mem + k * MODEL.weight_bytes() / GPU.bandwidth, rel=1e-12)
+    assert star.t_comp == base.t_comp and star.tokens == base.tokens
+    assert star.tokens_per_s < base.tokens_per_s
 
 
 def test_utilisation_never_exceeds_efficiency(small_workload):

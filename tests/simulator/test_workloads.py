@@ -68,3 +68,13 @@ def test_unknown_and_unreachable_workloads_are_clear_errors():
         W.generate("grid-r0.80-s0.95", 1000)
     with pytest.raises(ValueError, match="bad grid"):
         W.generate("grid-rX-sY", 10)
+
+
+def test_no_token_marks_a_dataset_by_default():
+    """The paper's datasets share no marker: unshared prompts of one type do not open alike unless asked to."""
+    for lead, alike in ((0, False), (1, True)):
+        w = W.generate("openvid", 200, seed=3, lead=lead)
+        first = w.tokens[w.offsets[:-1]]
+        assert (len(np.unique(first)) == 1) is alike
+    plain, marked = W.generate("trace1", 3000, seed=0), W.generate("trace1", 3000, seed=0, lead=1)
+    assert dfs_sharing_ratio(marked) > dfs_sharing_ratio(plain)

@@ -6,6 +6,13 @@ tokens in flight: enough to keep its running batch full, few enough that the
 plan, not SGLang's queue, decides what runs next. The prompts go in as token
 ids (tokenized once at validation). `sglang` is an optional extra and is
 imported only when this engine is chosen.
+
+Mixed chunked prefill is on (`enable_mixed_chunk`): one step runs every
+running decode plus a prefill chunk, together at most `chunked_prefill_size`
+tokens (SGLang takes the running decodes out of the chunk's budget). That is
+the step a blend is paced for, so the size is the planner's step budget
+(scheduler.planner.plan.STEP_TOKENS, repeated here: the worker never imports
+the scheduler) and the worker reports it through step_token_budget().
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ from typing import Callable, Iterable, Iterator
 from worker.engines.base import GenRequest, GenResult
 
 IN_FLIGHT_KV_MULTIPLE = 2.0
+STEP_TOKENS = 2048      # = scheduler.planner.plan.STEP_TOKENS: decodes + prefill chunk per step
 
 
 class SGLangEngine:
@@ -27,6 +35,7 @@ class SGLangEngine:
         kwargs = {"mem_fraction_static": mem_fraction} if mem_fraction else {}
         self.model_name = model_name
         self.engine = sglang.Engine(model_path=str(model_path), tp_size=tp, schedule_policy="fcfs",
+                                    enable_mixed_chunk=True, chunked_prefill_size=STEP_TOKENS,
                                     log_level="warning", **kwargs)
         info = self.engine.get_server_info()
         self._capacity = int(info.get("max_total_num_tokens") or info["internal_states"][0]["max_total_num_tokens"])
@@ -36,6 +45,10 @@ class SGLangEngine:
 
     def kv_capacity_tokens(self) -> int:
         return self._capacity
+
+    def step_token_budget(self) -> int | None:
+        """Tokens one mixed step runs (decodes + prefill chunk): what the planner paces a blend to."""
+        return STEP_TOKENS
 
     def generate(self, requests: Iterable[GenRequest],
                  cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
