@@ -146,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["simulate"]:
         return cmd_simulate(argv[1:])
+    if argv[:1] == ["estimate"]:
+        from blendserve.estimate import main as estimate
+
+        return estimate(argv[1:])
     if argv[:1] and argv[0] in CLIENT_COMMANDS:
         from blendserve.client import main as client
 
@@ -172,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("simulate", help="the BlendServe planner simulator (see `blendserve simulate --help`)")
     for name, helptext in (("submit", "upload a JSONL file and create a batch (--wait: progress, then download)"),
                            ("status", "show one batch, or the most recent ones"),
-                           ("cancel", "cancel a batch")):
+                           ("cancel", "cancel a batch"),
+                           ("estimate", "run time, tokens/s and GPU-hours of a batch file, before it runs")):
         sub.add_parser(name, help=f"{helptext}; see `blendserve {name} --help`")
     args = parser.parse_args(argv)
     configure_logging(args.log_level)

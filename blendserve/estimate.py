@@ -1,0 +1,138 @@
+"""`blendserve estimate FILE.jsonl`: how long a batch file will take, before it runs.
+
+The file goes through the service's own validation and tokenizer (so a file
+the service would refuse is refused here, with the same line errors), then the
+planner orders it under FCFS, DFS and BlendServe and the simulator runs each
+order on a hardware profile. Output lengths are unknown before a run: each
+request is assumed to produce ``--output-tokens`` (default 256) capped by its
+max_tokens, and the bound where every request runs to max_tokens is printed
+beside it. Data parallelism divides the time by ``--gpus`` (the planner cuts
+ranks of equal estimated time; its imbalance is below 1%).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+POLICIES = ("fcfs", "dfs", "blendserve")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from scheduler.planner import HARDWARE
+
+    p = argparse.ArgumentParser(prog="blendserve estimate", description=__doc__.split("\n")[0])
+    p.add_argument("file", type=Path, help="an OpenAI batch input file (JSONL)")
+    p.add_argument("--model", help="a served model name (BLENDSERVE_MODELS; default the first) or a checkpoint "
+                                   "directory with config.json and a tokenizer")
+    p.add_argument("--endpoint", default="/v1/chat/completions")
+    p.add_argument("--gpu", default="h200", help=f"hardware profile: {', '.join(HARDWARE)}")
+    p.add_argument("--gpus", type=int, default=1, help="data-parallel ranks (one per GPU)")
+    p.add_argument("--output-tokens", type=float, default=256.0,
+                   help="assumed mean output length per request, capped by its max_tokens (default 256)")
+    p.add_argument("--overlap", default="sequential", choices=("sequential", "nanoflow"),
+                   help="engine overlap model: sequential for vLLM/SGLang (default), nanoflow for NanoFlow")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+def _model(spec: str | None) -> tuple[str, Path]:
+    from core.config import get_settings
+    from core.served import model_paths
+
+    paths = model_paths(get_settings())
+    if spec is None:
+        return next(iter(paths.items()))
+    if spec in paths:
+        return spec, paths[spec]
+    path = Path(spec)
+    if (path / "config.json").exists():
+        return path.name, path
+    raise SystemExit(f"blendserve estimate: {spec!r} is neither a served model ({', '.join(paths)}) "
+                     "nor a checkpoint directory with config.json")
+
+
+def load(file: Path, endpoint: str, name: str, path: Path):
+    """The file's requests as a planner Workload (prompt ids, max_tokens), or the line errors."""
+    from scheduler.planner import Workload
+    from scheduler.service import model_info
+    from scheduler.validation import LineError, context_error, tokenize, validate
+
+    info = model_info(name, path)
+    models = {name: info}
+    with open(file, "rb") as f:
+        found = list(validate(f, endpoint, models, max_lines=sys.maxsize))
+    errors = [r for r in found if isinstance(r, LineError)]
+    valid = [r for r in found if not isinstance(r, LineError)]
+    if not errors:
+        todo = [r for r in valid if r.prompt_ids is None]
+        for i in range(0, len(todo), 256):
+            group = todo[i:i + 256]
+            for r, ids in zip(group, tokenize(endpoint, [r.body for r in group], info)):
+                r.prompt_ids = ids
+        errors = [e for e in (context_error(r, info) for r in valid) if e]
+    if errors:
+        return None, errors
+    lens = np.array([len(r.prompt_ids) for r in valid], dtype=np.int64)
+    return Workload(np.concatenate([np.asarray(r.prompt_ids, dtype=np.int32) for r in valid]),
+                    np.concatenate([[0], np.cumsum(lens)]), np.array([r.max_tokens for r in valid])), []
+
+
+def estimate(w, model_path: Path, gpu: str, gpus: int, output_tokens: float, overlap: str) -> dict:
+    from scheduler.planner import HARDWARE, ModelProfile, Workload
+    from scheduler.simulator.engine import EngineConfig
+    from scheduler.simulator.runner import run_workload
+
+    model, hw = ModelProfile.from_config(model_path), HARDWARE[gpu]
+    out: dict = {"requests": int(w.n), "prompt_tokens": int(w.offsets[-1]), "gpu": gpu, "gpus": gpus,
+                 "assumed_output_tokens": output_tokens, "overlap": overlap, "policies": {}}
+    cases = {"expected": np.minimum(w.max_tokens, output_tokens), "all_to_max_tokens": w.max_tokens}
+    for case, lengths in cases.items():
+        lw = Workload(w.tokens, w.offsets, w.max_tokens, lengths.astype(np.float64))
+        run = run_workload("file", lw, model, hw, list(POLICIES), EngineConfig(overlap=overlap), lengths="oracle")
+        for policy, r in run.runs.items():
+            s = r.result.seconds / gpus
+            out["policies"].setdefault(policy, {})[case] = {
+                "seconds": s, "tokens_per_s": r.result.tokens_per_s * gpus, "gpu_hours": s * gpus / 3600}
+    return out
+
+
+def _duration(s: float) -> str:
+    if s < 60:
+        return f"{s:.2f} s"
+    if s < 3600:
+        return f"{s // 60:.0f} min {s % 60:.0f} s"
+    return f"{s // 3600:.0f} h {s % 3600 / 60:.0f} min"
+
+
+def _table(e: dict) -> str:
+    rows = [f"{e['requests']:,} requests, {e['prompt_tokens']:,} prompt tokens on {e['gpus']} x {e['gpu']} "
+            f"({e['overlap']} overlap); outputs assumed {e['assumed_output_tokens']:.0f} tokens (capped by max_tokens)",
+            f"{'order':<11} {'time':>14} {'tokens/s':>12} {'GPU-hours':>10}   if every request ran to max_tokens"]
+    for policy, c in e["policies"].items():
+        x, hi = c["expected"], c["all_to_max_tokens"]
+        rows.append(f"{policy:<11} {_duration(x['seconds']):>14} {x['tokens_per_s']:>12,.0f} {x['gpu_hours']:>10.4g}"
+                    f"   {_duration(hi['seconds'])}, {hi['gpu_hours']:.4g} GPU-h")
+    return "\n".join(rows)
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    from scheduler.planner import HARDWARE
+
+    if args.gpu not in HARDWARE or args.gpus < 1 or args.output_tokens <= 0:
+        print(f"blendserve estimate: --gpu is one of {', '.join(HARDWARE)}; --gpus and --output-tokens > 0",
+              file=sys.stderr)
+        return 2
+    name, path = _model(args.model)
+    w, errors = load(args.file, args.endpoint, name, path)
+    if errors:
+        for e in errors[:20]:
+            print(f"line {e.line}: {e.code}: {e.message}", file=sys.stderr)
+        return 1
+    e = estimate(w, path, args.gpu, args.gpus, args.output_tokens, args.overlap)
+    print(json.dumps(e) if args.json else _table(e))
+    return 0

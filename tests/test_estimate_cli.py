@@ -1,0 +1,43 @@
+"""`blendserve estimate`: a real batch file through the service's validation and tokenizer, planned and simulated."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.live import chat_lines, jsonl
+
+
+def _estimate(tiny_model, path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "BLENDSERVE_MODELS": f"tiny-llama={tiny_model}"}
+    return subprocess.run([sys.executable, "-m", "blendserve", "estimate", str(path), *args], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_estimate_orders_and_ranks(tiny_model, tmp_path):
+    rows = chat_lines(60, "tiny-llama", max_tokens=200, prefix="A long shared instruction. " * 30)
+    rows += chat_lines(40, "tiny-llama", max_tokens=40)
+    for i, r in enumerate(rows):
+        r["custom_id"] = f"r{i}"
+    f = tmp_path / "in.jsonl"
+    f.write_bytes(jsonl(rows))
+    one = _estimate(tiny_model, f, "--gpu", "a100-80gb", "--output-tokens", "64", "--json")
+    assert one.returncode == 0, one.stderr
+    e = json.loads(one.stdout)
+    assert e["requests"] == 100 and set(e["policies"]) == {"fcfs", "dfs", "blendserve"}
+    for c in e["policies"].values():
+        assert 0 < c["expected"]["seconds"] < c["all_to_max_tokens"]["seconds"]     # 64 < max_tokens
+    two = json.loads(_estimate(tiny_model, f, "--gpu", "a100-80gb", "--output-tokens", "64", "--gpus", "2",
+                               "--json").stdout)
+    s1, s2 = e["policies"]["fcfs"]["expected"]["seconds"], two["policies"]["fcfs"]["expected"]["seconds"]
+    assert abs(s2 - s1 / 2) < 1e-9 * s1
+    table = _estimate(tiny_model, f, "--gpu", "h200")
+    assert table.returncode == 0 and "blendserve" in table.stdout and "GPU-hours" in table.stdout
+
+
+def test_estimate_refuses_what_the_service_refuses(tiny_model, tmp_path):
+    f = tmp_path / "bad.jsonl"
+    f.write_text('{"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "x"}}\n')
+    r = _estimate(tiny_model, f)
+    assert r.returncode == 1 and "line 1: model_not_found" in r.stderr
