@@ -175,6 +175,8 @@ def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelI
     cid = obj["custom_id"]
     if not isinstance(cid, str) or not cid or len(cid) > 512:
         raise _Bad("invalid_value", "'custom_id' must be a non-empty string of at most 512 characters.", "custom_id")
+    if "\x00" in cid:      # PostgreSQL text cannot hold NUL; OpenAI's ids never need one
+        raise _Bad("invalid_value", "'custom_id' must not contain a NUL character (\\u0000).", "custom_id")
     if cid in seen:
         raise _Bad("duplicate_custom_id", f"The custom_id '{cid}' appears more than once in the file.", "custom_id")
     seen.add(cid)
