@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import signal
 
-import pytest
-
 from tests.conftest import TINY
-from tests.live import chat_lines, jsonl, read_lines, wait_batch
+from tests.live import Deployment, chat_lines, jsonl, read_lines, wait_batch
 
 N = 80
 
@@ -25,20 +23,27 @@ def _exactly_once(c, b, rows) -> None:
     assert sorted(o["custom_id"] for o in out) == sorted(r["custom_id"] for r in rows)
 
 
-@pytest.mark.parametrize("sig,group", [(signal.SIGTERM, False), (signal.SIGINT, True)], ids=["sigterm", "ctrl-c"])
-def test_serve_stops_cleanly_and_a_restart_finishes_the_batch(make_deployment, sig, group):
-    d = make_deployment()
-    d.start_serve()
-    d.wait_serving()
-    c = d.client()
-    rows, b = _submit(c)
-    mid = wait_batch(c, b.id, until=lambda x: x.request_counts.completed >= 20)
-    assert mid.request_counts.completed < N
-    assert d.signal("serve", sig, group=group) < 10.0
-    assert "did not stop" not in d.log("serve"), "a role had to be killed"
-    d.start_serve("serve2")
-    d.wait_serving("serve2")
-    _exactly_once(c, wait_batch(c, b.id, timeout=120), rows)
+def test_serve_stops_cleanly_and_restarts_finish_the_batch(tmp_path, tiny_model):
+    """`serve` is the embedded default, so SQLite: `docker stop` (SIGTERM to the supervisor), a restart,
+    then Ctrl-C (SIGINT to the whole process group), a restart, and the batch finishes."""
+    d = Deployment(tmp_path, "", f"{TINY}={tiny_model}")
+    try:
+        d.start_serve()
+        d.wait_serving()
+        c = d.client()
+        rows, b = _submit(c)
+        name = "serve"
+        for n, (sig, group) in enumerate([(signal.SIGTERM, False), (signal.SIGINT, True)]):
+            mid = wait_batch(c, b.id, until=lambda x: x.request_counts.completed >= 20 * (n + 1))
+            assert mid.request_counts.completed < N
+            assert d.signal(name, sig, group=group) < 10.0
+            assert "did not stop" not in d.log(name), "a role had to be killed"
+            name = f"serve{n}"
+            d.start_serve(name)
+            d.wait_serving(name)
+        _exactly_once(c, wait_batch(c, b.id, timeout=120), rows)
+    finally:
+        d.stop()
 
 
 def test_worker_sigterm_hands_work_back(make_deployment):
