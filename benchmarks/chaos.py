@@ -87,15 +87,16 @@ def _poll(c: openai.OpenAI, batch_id: str):
 
 
 def run_chaos(data_dir: Path, models: str, backend: str = "sqlite", requests: int = 500, stops: int = 20,
-              workers: int = 1, schedulers: int = 1, seed: int = 0, max_tokens: int = 48,
-              gap_s: tuple[float, float] = (2.0, 6.0), timeout_s: float = 1800) -> ChaosReport:
+              workers: int = 1, schedulers: int = 1, seed: int = 0, max_tokens: int = 400,
+              gap_s: tuple[float, float] = (2.0, 6.0), timeout_s: float = 1800,
+              targets: list[str] | None = None) -> ChaosReport:
     rng = random.Random(seed)
     url = "" if backend == "sqlite" else pg_schema_url()
     d = Deployment(data_dir, url, models)
     rep = ChaosReport(backend, workers, schedulers, requests, seed)
     extras = [("worker", f"worker{i}") for i in range(1, workers)] + \
              [("scheduler", f"scheduler{i}") for i in range(1, schedulers)]
-    targets = ["serve", "serve:api", "serve:scheduler", "serve:worker"] + [name for _, name in extras]
+    targets = targets or ["serve", "serve:api", "serve:scheduler", "serve:worker"] + [name for _, name in extras]
     # Every target and both signals come up: targets cycle in a shuffled order, signals alternate.
     plan = [(targets[i % len(targets)], ("SIGTERM", "SIGKILL")[(i // len(targets) + i) % 2]) for i in range(stops)]
     rng.shuffle(plan)
@@ -117,9 +118,10 @@ def run_chaos(data_dir: Path, models: str, backend: str = "sqlite", requests: in
             now = _poll(c, b.id)
             if now is not None and now.status == "completed":
                 break
+            at = time.time() - t0
             exit_s = _stop(d, target, SIGNALS[sig])
-            rep.stops.append({"at_s": round(time.time() - t0, 1), "target": target, "signal": sig,
-                              "exit_s": round(exit_s, 2) if exit_s is not None else None})
+            rep.stops.append({"at_s": round(at, 1), "target": target, "signal": sig, "done_before": now and
+                              now.request_counts.completed, "exit_s": round(exit_s, 2) if exit_s is not None else None})
             last_restart = time.time()
         deadline = time.time() + timeout_s
         while time.time() < deadline:
@@ -178,7 +180,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--schedulers", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--max-tokens", type=int, default=48)
+    ap.add_argument("--max-tokens", type=int, default=400)
     ap.add_argument("--out", type=Path, help="append the report as one JSON line")
     args = ap.parse_args()
     from core.modelstore import build_tiny_model
