@@ -90,6 +90,10 @@ class Request(Base):
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
     cached_tokens: Mapped[int] = mapped_column(Integer, default=0)
     finished_at: Mapped[float | None] = mapped_column(Float)
+    # Engine tries that ended without a result (the stream raised, or the worker died running it
+    # alone). A request with attempts runs alone; it fails once it reaches worker.service.MAX_ATTEMPTS.
+    # It lives on the request, not the chunk, so re-planning never resets it.
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class Chunk(Base):
@@ -105,7 +109,7 @@ class Chunk(Base):
     status: Mapped[str] = mapped_column(String(16), default="pending")   # pending | claimed | done
     worker_id: Mapped[str | None] = mapped_column(String(64))
     lease_until: Mapped[float | None] = mapped_column(Float)
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)   # claims; a chunk lost LOST_CLAIMS times runs its requests alone
     size: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[float] = mapped_column(Float)
 

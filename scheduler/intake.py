@@ -42,10 +42,23 @@ def pack_ids(ids: list[int]) -> bytes:
     return np.asarray(ids, dtype="<i4").tobytes()
 
 
-def next_validating(sessions: sessionmaker[Session]) -> str | None:
+def next_validating(sessions: sessionmaker[Session], skip: set[str] = frozenset()) -> str | None:
+    """The oldest batch to validate, but for those in `skip` (they raised, and wait to retry)."""
+    q = select(Batch.id).where(Batch.status == "validating")
+    if skip:
+        q = q.where(Batch.id.not_in(skip))
     with sessions() as s:
-        return s.scalars(select(Batch.id).where(Batch.status == "validating")
-                         .order_by(Batch.created_at, Batch.id).limit(1)).first()
+        return s.scalars(q.order_by(Batch.created_at, Batch.id).limit(1)).first()
+
+
+def fail_batch(sessions: sessionmaker[Session], batch_id: str, message: str) -> None:
+    """Give up on a batch that validation keeps raising on: it fails with one error, nothing runs."""
+    with sessions.begin() as s:
+        s.execute(delete(Request).where(Request.batch_id == batch_id))
+        s.execute(update(Batch).where(Batch.id == batch_id, Batch.status == "validating").values(
+            status="failed", failed_at=int(time.time()),
+            errors=[{"code": "server_error", "message": message, "param": None, "line": None}]))
+    log.error("batch %s failed: %s", batch_id, message)
 
 
 def validate_batch(batch_id: str, sessions: sessionmaker[Session], store: FileStore, settings: Settings,
@@ -80,19 +93,23 @@ def validate_batch(batch_id: str, sessions: sessionmaker[Session], store: FileSt
             total += len(rows)
             _insert(sessions, batch_id, rows)
     now = int(time.time())
+    # Conditional: a cancel (or expiry) that landed meanwhile wins; nothing was admitted then.
+    still = update(Batch).where(Batch.id == batch_id, Batch.status == "validating")
     with sessions.begin() as s:
-        b = s.get(Batch, batch_id)
-        if b.status == "cancelling":
-            s.execute(delete(Request).where(Request.batch_id == batch_id))
-            return                  # nothing was admitted; lifecycle finishes the cancel
         if errors:
-            s.execute(delete(Request).where(Request.batch_id == batch_id))
             errors.sort(key=lambda e: e["line"])
-            b.status, b.failed_at, b.errors = "failed", now, errors
-            log.info("batch %s failed validation: %d error(s)", batch_id, len(errors))
+            moved = s.execute(still.values(status="failed", failed_at=now, errors=errors)).rowcount == 0
         else:
-            b.status, b.in_progress_at, b.model, b.total = "in_progress", now, model, total
-            log.info("batch %s valid: %d requests in %.1fs", batch_id, total, time.time() - t0)
+            moved = s.execute(still.values(status="in_progress", in_progress_at=now, model=model,
+                                           total=total)).rowcount == 0
+        if errors or moved:
+            s.execute(delete(Request).where(Request.batch_id == batch_id))
+    if moved:
+        log.info("batch %s left validating meanwhile (cancelled or expired); nothing admitted", batch_id)
+    elif errors:
+        log.info("batch %s failed validation: %d error(s)", batch_id, len(errors))
+    else:
+        log.info("batch %s valid: %d requests in %.1fs", batch_id, total, time.time() - t0)
 
 
 ROW_COLUMNS = ("batch_id", "line", "custom_id", "model", "body", "input_offset", "input_length", "prompt_ids",

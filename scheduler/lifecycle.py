@@ -5,6 +5,12 @@ writes the output and error files, then flips the batch status with the file
 ids in one transaction. A crash anywhere in between leaves the batch in a
 state this module picks up again on the next tick, so nothing is lost and no
 batch ends without its files.
+
+Every status change is conditional (UPDATE ... WHERE status = the state it
+leaves): a transition that lost a race (a cancel landing as the batch
+completes) changes nothing, and the files it wrote are deleted, never
+orphaned. A batch whose transition raises (a full disk) is retried alone,
+with backoff, while every other batch goes on.
 """
 from __future__ import annotations
 
@@ -19,6 +25,8 @@ from core.ids import new_id
 from core.jobs import UNFINISHED
 from core.models import Batch, File, Request
 from core.storage import FileStore
+from scheduler.backoff import Backoff
+from scheduler.fencing import LostLease
 
 log = logging.getLogger("blendserve.scheduler")
 
@@ -27,8 +35,56 @@ _MESSAGES = {"batch_expired": "This request could not be executed before the com
              "batch_cancelled": "This request was not executed because the batch was cancelled."}
 
 
-def settle(sessions: sessionmaker[Session], store: FileStore) -> None:
-    """One pass over every batch that needs a transition."""
+class _Moved(Exception):
+    """The batch left the state a transition started from; the transition is abandoned."""
+
+
+def settle(sessions: sessionmaker[Session], store: FileStore, backoff: Backoff | None = None) -> None:
+    """One pass over every batch that needs a transition; each batch alone."""
+    backoff = backoff or Backoff()
+    for bid, step in _due(sessions):
+        key = ("settle", bid)
+        if not backoff.ready(key):
+            continue
+        try:
+            step(sessions, store, bid)
+            backoff.succeeded(key)
+        except LostLease:
+            raise
+        except Exception:
+            log.exception("batch %s: transition failed; retrying it alone", bid)
+            backoff.failed(key)     # a transition is retried for good: the results are safe in the database
+
+
+def _cancel(sessions: sessionmaker[Session], store: FileStore, bid: str) -> None:
+    _close_unfinished(sessions, bid, "cancelled", "batch_cancelled", ("cancelling",))
+    _finish(sessions, store, bid, "cancelled", "cancelled_at", "cancelling")
+
+
+def _expire(sessions: sessionmaker[Session], store: FileStore, bid: str) -> None:
+    _close_unfinished(sessions, bid, "expired", "batch_expired", ("in_progress", "validating"))
+    with sessions() as s:
+        status = s.scalar(select(Batch.status).where(Batch.id == bid))
+    if status in ("in_progress", "validating"):
+        _finish(sessions, store, bid, "expired", "expired_at", status)
+
+
+def _complete(sessions: sessionmaker[Session], store: FileStore, bid: str) -> None:
+    with sessions.begin() as s:
+        s.execute(update(Batch).where(Batch.id == bid, Batch.status == "in_progress")
+                  .values(status="finalizing", finalizing_at=int(time.time())))
+    _finish(sessions, store, bid, "completed", "completed_at", "finalizing")
+
+
+def _restore_completed(sessions: sessionmaker[Session], store: FileStore, bid: str) -> None:
+    """A cancel that raced the batch's completion overwrote `completed`: it stays completed, its files kept."""
+    with sessions.begin() as s:
+        s.execute(update(Batch).where(Batch.id == bid, Batch.status == "cancelling",
+                                      Batch.completed_at.is_not(None)).values(status="completed"))
+    log.warning("batch %s: a cancel arrived after it completed; it stays completed", bid)
+
+
+def _due(sessions: sessionmaker[Session]) -> list[tuple[str, object]]:
     now = int(time.time())
     with sessions() as s:
         cancelling = s.scalars(select(Batch.id).where(Batch.status == "cancelling")).all()
@@ -38,30 +94,29 @@ def settle(sessions: sessionmaker[Session], store: FileStore) -> None:
         unfinished = select(Request.id).where(Request.batch_id == Batch.id, Request.status.in_(UNFINISHED))
         done = s.scalars(select(Batch.id).where(Batch.status == "in_progress", Batch.expires_at > now,
                                                 ~unfinished.exists())).all()
-    for bid in cancelling:
-        _close_unfinished(sessions, bid, "cancelled", "batch_cancelled")
-        _finish(sessions, store, bid, "cancelled", "cancelled_at")
-    for bid in expiring:
-        _close_unfinished(sessions, bid, "expired", "batch_expired")
-        _finish(sessions, store, bid, "expired", "expired_at")
-    for bid in done:
-        with sessions.begin() as s:
-            s.execute(update(Batch).where(Batch.id == bid, Batch.status == "in_progress")
-                      .values(status="finalizing", finalizing_at=now))
-        finalizing.append(bid)
-    for bid in finalizing:
-        _finish(sessions, store, bid, "completed", "completed_at")
+        overwritten = s.scalars(select(Batch.id).where(Batch.status == "cancelling",
+                                                       Batch.completed_at.is_not(None))).all()
+    return ([(b, _restore_completed) for b in overwritten]
+            + [(b, _cancel) for b in cancelling if b not in overwritten] + [(b, _expire) for b in expiring]
+            + [(b, _complete) for b in [*done, *finalizing]])
 
 
-def _close_unfinished(sessions: sessionmaker[Session], batch_id: str, status: str, code: str) -> None:
+def _close_unfinished(sessions: sessionmaker[Session], batch_id: str, status: str, code: str,
+                      while_in: tuple[str, ...]) -> None:
+    """Close the batch's unfinished requests, if the batch is still in one of `while_in`."""
+    still = select(Batch.id).where(Batch.id == batch_id, Batch.status.in_(while_in)).exists()
     with sessions.begin() as s:
-        s.execute(update(Request).where(Request.batch_id == batch_id, Request.status.in_(UNFINISHED))
+        s.execute(update(Request).where(Request.batch_id == batch_id, Request.status.in_(UNFINISHED), still)
                   .values(status=status, error={"code": code, "message": _MESSAGES[code]}, finished_at=time.time()))
 
 
-def _finish(sessions: sessionmaker[Session], store: FileStore, batch_id: str, status: str, stamp: str) -> None:
+def _finish(sessions: sessionmaker[Session], store: FileStore, batch_id: str, status: str, stamp: str,
+            from_status: str | None) -> None:
+    """Write the output and error files, then move the batch from `from_status` to `status` with them."""
     with sessions() as s:
         b = s.get(Batch, batch_id)
+        if b is None or b.status != from_status:
+            return
         owner, endpoint = b.owner, b.endpoint
     # Lines are pure ASCII (json.dumps' default): model text may hold U+2028, U+0085 and the like,
     # which str.splitlines() and many JSONL readers treat as line breaks.
@@ -86,11 +141,23 @@ def _finish(sessions: sessionmaker[Session], store: FileStore, batch_id: str, st
             if n:
                 files.append(File(id=fid, owner=owner, filename=f"{batch_id}_{name}.jsonl", purpose="batch_output",
                                   bytes=writer.commit(), created_at=now, expires_at=None))
-        with sessions.begin() as s:
-            s.add_all(files)
-            s.execute(update(Batch).where(Batch.id == batch_id).values(
-                status=status, **{stamp: now}, output_file_id=out_id if n_out else None,
-                error_file_id=err_id if n_err else None))
+        try:
+            with sessions.begin() as s:
+                s.add_all(files)
+                if s.execute(update(Batch).where(Batch.id == batch_id, Batch.status == from_status).values(
+                        status=status, **{stamp: now}, output_file_id=out_id if n_out else None,
+                        error_file_id=err_id if n_err else None)).rowcount != 1:
+                    raise _Moved
+        except _Moved:
+            for f in files:
+                store.delete(f.id)
+            log.info("batch %s left %s before it could turn %s; its new files deleted", batch_id, from_status,
+                     status)
+            return
+        except Exception:
+            for f in files:
+                store.delete(f.id)
+            raise
     log.info("batch %s %s: %d output line(s), %d error line(s) (%s)", batch_id, status, n_out, n_err, endpoint)
 
 

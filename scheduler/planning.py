@@ -12,6 +12,15 @@ A round re-plans everything no worker has claimed: pending chunks are
 dissolved, their requests join the new ones, and the policy orders the union
 into pieces, one per data-parallel rank (or for any rank). Claimed chunks are
 never touched.
+
+A round never holds a write transaction while it reads or plans: it reads a
+snapshot (on SQLite through a read-only engine, a WAL snapshot that takes no
+lock; on PostgreSQL plain reads, no FOR UPDATE), runs the policy outside any
+transaction, then writes the result in one short transaction that deletes only
+the chunks still pending and moves only requests whose state is still the one
+read. A chunk a worker claimed meanwhile keeps its requests (they leave this
+round's plan), so claims, results and heartbeats never wait for planning.
+A model whose round raises is retried alone, with backoff.
 """
 from __future__ import annotations
 
@@ -21,11 +30,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.config import Settings
 from core.models import Batch, Chunk, Request, Worker
+from scheduler.backoff import Backoff
+from scheduler.fencing import LostLease
 
 log = logging.getLogger("blendserve.scheduler")
 
@@ -106,56 +117,91 @@ def _due_models(session: Session, settings: Settings, policy: Policy, now: float
     return sorted(due)
 
 
-def plan_round(sessions: sessionmaker[Session], settings: Settings, policy: Policy) -> int:
-    """Run a round for every model that is due; returns how many requests were (re)planned."""
+def plan_round(sessions: sessionmaker[Session], settings: Settings, policy: Policy,
+               readers: sessionmaker[Session] | None = None, backoff: Backoff | None = None) -> int:
+    """Run a round for every model that is due; returns how many requests were (re)planned.
+
+    readers: sessions for the snapshot (a read-only engine); default `sessions`.
+    """
+    readers = readers or sessions
+    backoff = backoff or Backoff()
     now = time.time()
-    with sessions() as s:
+    with readers() as s:
         models = _due_models(s, settings, policy, now)
-    return sum(_plan_model(sessions, settings, policy, m, now) for m in models)
+    n = 0
+    for m in models:
+        if not backoff.ready(("plan", m)):
+            continue
+        try:
+            n += _plan_model(sessions, readers, settings, policy, m, now)
+            backoff.succeeded(("plan", m))
+        except LostLease:
+            raise
+        except Exception:
+            log.exception("planning %s failed; retrying it alone", m)
+            backoff.failed(("plan", m))
+    return n
 
 
-def _plan_model(sessions: sessionmaker[Session], settings: Settings, policy: Policy, model: str, now: float) -> int:
-    with sessions.begin() as s:
-        unclaimed = s.scalars(select(Chunk.id).where(Chunk.model == model, Chunk.status == "pending")
-                              .with_for_update(skip_locked=True)).all()
+_MOVE = (update(Request)
+         .where(Request.id == bindparam("b_id"),
+                or_(Request.status == "pending",
+                    and_(Request.status == "planned", Request.chunk_id == bindparam("b_old"))))
+         .values(chunk_id=bindparam("b_chunk"), position=bindparam("b_pos"), status="planned"))
+
+
+def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session], settings: Settings,
+                policy: Policy, model: str, now: float) -> int:
+    with readers() as s, s.begin():            # one snapshot for everything the round reads
+        unclaimed = s.scalars(select(Chunk.id).where(Chunk.model == model, Chunk.status == "pending")).all()
         cols = [Request.id, Request.status, Batch.created_at, Batch.id, Request.line, Batch.expires_at,
-                Request.max_tokens] + ([Request.prompt_ids] if policy.needs_prompts else [])
+                Request.max_tokens, Request.chunk_id] + ([Request.prompt_ids] if policy.needs_prompts else [])
         rows = s.execute(
             select(*cols).join(Batch)
             .where(Request.model == model, Batch.status == "in_progress",
                    (Request.status == "pending") | ((Request.status == "planned") & Request.chunk_id.in_(unclaimed)))
             .order_by(Batch.created_at, Batch.id, Request.line)).all()
+        history = _history(s, model) if policy.needs_prompts and rows else None
+        workers = live_workers(s, model, settings.lease_seconds, now)
+    if not rows:
         if unclaimed:
-            s.execute(delete(Chunk).where(Chunk.id.in_(unclaimed)))
-        if not rows:
-            return 0
-        batch_order = {b: i for i, b in enumerate(dict.fromkeys(r[3] for r in rows))}
-        rnd = Round(model=model, ids=np.array([r[0] for r in rows], dtype=np.int64),
-                    fresh=np.array([r[1] == "pending" for r in rows]),
-                    batch_rank=np.array([batch_order[r[3]] for r in rows]), line=np.array([r[4] for r in rows]),
-                    expires_at=np.array([r[5] for r in rows], dtype=np.float64),
-                    max_tokens=np.array([r[6] for r in rows], dtype=np.int64),
-                    prompts=[r[7] for r in rows] if policy.needs_prompts else None,
-                    history=_history(s, model) if policy.needs_prompts else None,
-                    workers=live_workers(s, model, settings.lease_seconds, now))
-        t0 = time.time()
-        pieces = policy.pieces(rnd)
-        t_plan = time.time() - t0
+            with sessions.begin() as s:
+                s.execute(delete(Chunk).where(Chunk.id.in_(unclaimed), Chunk.status == "pending"))
+        return 0
+    batch_order = {b: i for i, b in enumerate(dict.fromkeys(r[3] for r in rows))}
+    rnd = Round(model=model, ids=np.array([r[0] for r in rows], dtype=np.int64),
+                fresh=np.array([r[1] == "pending" for r in rows]),
+                batch_rank=np.array([batch_order[r[3]] for r in rows]), line=np.array([r[4] for r in rows]),
+                expires_at=np.array([r[5] for r in rows], dtype=np.float64),
+                max_tokens=np.array([r[6] for r in rows], dtype=np.int64),
+                prompts=[r[8] for r in rows] if policy.needs_prompts else None,
+                history=history, workers=workers)
+    old_chunk = [r[7] if r[1] == "planned" else None for r in rows]
+    t0 = time.time()
+    pieces = policy.pieces(rnd)
+    t_plan = time.time() - t0
+    assert sum(len(p.order) for p in pieces) == len(rows), "a policy must place every request exactly once"
+    with sessions.begin() as s:                # the short write: only what is still as it was read
+        still = set(s.scalars(select(Chunk.id).where(Chunk.id.in_(unclaimed), Chunk.status == "pending")))
+        if still:
+            s.execute(delete(Chunk).where(Chunk.id.in_(still)))
+        keep = [old_chunk[i] is None or old_chunk[i] in still for i in range(len(rows))]
         first = seq = (s.scalar(select(func.max(Chunk.seq))) or 0) + 1
         chunks, parts = [], []
         for piece in pieces:
-            for start in range(0, len(piece.order), settings.chunk_requests):
-                part = piece.order[start:start + settings.chunk_requests]
+            order = [int(i) for i in piece.order if keep[i]]
+            for start in range(0, len(order), settings.chunk_requests):
+                part = order[start:start + settings.chunk_requests]
                 chunks.append({"model": model, "seq": seq, "rank": piece.rank, "status": "pending",
                                "size": len(part), "attempts": 0, "created_at": now})
                 parts.append(part)
                 seq += 1
-        s.execute(insert(Chunk), chunks)
-        ids = dict(s.execute(select(Chunk.seq, Chunk.id).where(Chunk.seq >= first)).all())
-        updates = [{"id": int(rnd.ids[i]), "chunk_id": ids[first + k], "position": pos, "status": "planned"}
-                   for k, part in enumerate(parts) for pos, i in enumerate(part)]
-        assert len(updates) == len(rows), "a policy must place every request exactly once"
-        s.execute(update(Request), updates)
+        if chunks:
+            s.execute(insert(Chunk), chunks)
+            ids = dict(s.execute(select(Chunk.seq, Chunk.id).where(Chunk.seq >= first)).all())
+            s.connection().execute(_MOVE, [
+                {"b_id": int(rnd.ids[i]), "b_old": old_chunk[i], "b_chunk": ids[first + k], "b_pos": pos}
+                for k, part in enumerate(parts) for pos, i in enumerate(part)])
     log.info("planned %d request(s) of %s in %d piece(s): policy %.2fs, round %.2fs", len(rows), model,
              len(pieces), t_plan, time.time() - now)
     return len(rows)

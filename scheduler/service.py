@@ -7,6 +7,13 @@ crash) or is released (a clean stop). A tick lasts seconds (validation of a
 200 MB file, a planning round of 50,000 requests), well inside the two
 thirds of the lease left at its start. The scheduler holds no
 state the database lacks, so it can be restarted, or replaced, at any time.
+
+Every write it makes is fenced (scheduler/fencing.py): one that stalled past
+its lease while another took over cannot act. Each batch and each model is
+handled alone: one that raises is retried with backoff (scheduler/backoff.py),
+a batch that cannot be validated after a few tries fails with an error, and
+the tick carries on for every other batch and model. Planning reads a
+snapshot through a read-only engine (scheduler/planning.py).
 """
 from __future__ import annotations
 
@@ -26,6 +33,8 @@ from core.models import Lease
 from core.served import model_paths
 from core.storage import FileStore
 from scheduler import intake, lifecycle, planning
+from scheduler.backoff import Backoff
+from scheduler.fencing import FencedSessions, LostLease
 from scheduler.validation import ModelInfo
 
 log = logging.getLogger("blendserve.scheduler")
@@ -69,13 +78,17 @@ class Scheduler:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         upgrade(settings.db_url)
-        self.sessions = make_sessionmaker(make_engine(settings.db_url))
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        engine = make_engine(settings.db_url)
+        self.lease_sessions = make_sessionmaker(engine)     # takes and releases the lease itself
+        self.sessions = FencedSessions(engine, self.id, settings.lease_seconds)
+        self.readers = make_sessionmaker(make_engine(settings.db_url, readonly=True))
         self.store = FileStore(settings.files_dir)
         self.policy = policy_for(settings)
         self._models = {n: model_info(n, p) for n, p in model_paths(settings).items()}
-        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.leading: bool | None = None
         self.renew_at = 0.0
+        self.backoff = Backoff()
 
     def lead(self) -> bool:
         """Take or renew the scheduler lease; False while another live scheduler holds it.
@@ -86,7 +99,7 @@ class Scheduler:
         now = time.time()
         if self.leading and now < self.renew_at:
             return True
-        with self.sessions.begin() as s:
+        with self.lease_sessions.begin() as s:
             won = s.execute(update(Lease).where(Lease.name == "scheduler",
                                                 or_(Lease.holder == self.id, Lease.until < now))
                             .values(holder=self.id, until=now + self.settings.lease_seconds)).rowcount == 1
@@ -96,19 +109,33 @@ class Scheduler:
         return won
 
     def release(self) -> None:
-        with self.sessions.begin() as s:
+        with self.lease_sessions.begin() as s:
             s.execute(update(Lease).where(Lease.name == "scheduler", Lease.holder == self.id).values(until=0.0))
 
     def models(self) -> dict[str, ModelInfo]:
         return self._models
 
     def tick(self) -> None:
-        bid = intake.next_validating(self.sessions)
-        if bid:
-            intake.validate_batch(bid, self.sessions, self.store, self.settings, self.models)
+        self._validate_next()
         intake.tokenize_queued(self.sessions, self.store, self._models)
-        planning.plan_round(self.sessions, self.settings, self.policy)
-        lifecycle.settle(self.sessions, self.store)
+        planning.plan_round(self.sessions, self.settings, self.policy, readers=self.readers, backoff=self.backoff)
+        lifecycle.settle(self.sessions, self.store, backoff=self.backoff)
+
+    def _validate_next(self) -> None:
+        """Validate the oldest batch not waiting to retry; one that keeps raising fails alone."""
+        waiting = self.backoff.waiting()
+        bid = intake.next_validating(self.sessions, skip={k[1] for k in waiting if k[0] == "validate"})
+        if not bid:
+            return
+        try:
+            intake.validate_batch(bid, self.sessions, self.store, self.settings, self.models)
+            self.backoff.succeeded(("validate", bid))
+        except LostLease:
+            raise
+        except Exception as e:
+            log.exception("validating batch %s failed", bid)
+            if self.backoff.failed(("validate", bid)):
+                intake.fail_batch(self.sessions, bid, f"The batch could not be validated: {type(e).__name__}: {e}")
 
     def run(self, stop: threading.Event | None = None) -> None:
         stop = stop or threading.Event()
@@ -118,6 +145,9 @@ class Scheduler:
                 try:
                     if self.lead():
                         self.tick()
+                except LostLease:
+                    log.warning("scheduler %s lost its lease mid-tick; standing by", self.id)
+                    self.leading = None
                 except Exception:
                     log.exception("scheduler tick failed; retrying")
                     stop.wait(1.0)

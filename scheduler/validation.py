@@ -31,7 +31,18 @@ UNSUPPORTED = {  # parameters we refuse rather than silently ignore
     "tool_choice": "tool calling is not supported", "function_call": "function calling is not supported",
     "echo": "echo is not supported", "suffix": "suffix is not supported", "best_of": "best_of is not supported",
     "audio": "audio output is not supported", "modalities": "only text output is supported",
+    "response_format": "structured output (JSON mode, JSON schema) is not supported; only {\"type\": \"text\"}",
+    "prediction": "predicted outputs are not supported", "reasoning_effort": "the served models do not reason",
+    "verbosity": "verbosity is not supported", "web_search_options": "web search is not supported",
+    "stream_options": "stream_options needs 'stream': true, which a batch does not allow",
 }
+DEFAULTS = {"best_of": 1, "response_format": {"type": "text"}, "modalities": ["text"]}
+# Applied by every engine, or only describing the caller (no effect on the output): accepted.
+APPLIED = {"model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop",
+           "seed", "n", "stream", "presence_penalty", "frequency_penalty", "logit_bias"}
+DESCRIPTIVE = {"user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier",
+               "parallel_tool_calls"}
+KNOWN = APPLIED | DESCRIPTIVE | UNSUPPORTED.keys()
 
 
 @dataclass
@@ -96,10 +107,16 @@ def _int(body: dict, key: str, lo: int) -> int | None:
 def _check_sampling(body: dict) -> None:
     if body.get("stream"):
         raise _Bad("stream_unsupported", "'stream': true is not allowed in a batch.", "stream")
+    unknown = sorted(body.keys() - KNOWN)
+    if unknown:
+        raise _Bad("unsupported_parameter", f"Unrecognized request argument supplied: '{unknown[0]}'.", unknown[0])
     for key in sorted(UNSUPPORTED.keys() & body.keys()):
-        if body[key] and not (key == "best_of" and body[key] == 1):
-            why = UNSUPPORTED[key]
-            raise _Bad("unsupported_parameter", f"'{key}': {why}.", key)
+        v = body[key]
+        if v is None or v is False or v == [] or v == "" or (type(v) is int and v == 0) \
+                or DEFAULTS.get(key) == v:
+            continue        # null, off, empty or the default: asks for nothing we do not do
+        raise _Bad("unsupported_parameter", f"'{key}': {UNSUPPORTED[key]}.", key)
+    _check_logit_bias(body.get("logit_bias"))
     _number(body, "temperature", 0.0, 2.0)
     _number(body, "top_p", 0.0, 1.0)
     _number(body, "presence_penalty", -2.0, 2.0)
@@ -115,6 +132,20 @@ def _check_sampling(body: dict) -> None:
         stops = [stop] if isinstance(stop, str) else stop
         if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops) or len(stops) > 4:
             raise _Bad("invalid_value", "'stop' must be a non-empty string or a list of at most 4 of them.", "stop")
+
+
+def _check_logit_bias(bias: Any) -> None:
+    """OpenAI's shape: token ids (as JSON object keys, so strings) to biases in [-100, 100]."""
+    if bias is None:
+        return
+    if not isinstance(bias, dict):
+        raise _Bad("invalid_value", "'logit_bias' must be an object mapping token ids to numbers.", "logit_bias")
+    for k, v in bias.items():
+        if not (k.isascii() and k.isdigit()) or len(k) > 10:
+            raise _Bad("invalid_value", f"'logit_bias' keys must be token ids, got {k!r}.", "logit_bias")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not -100 <= v <= 100:
+            raise _Bad("invalid_value", f"'logit_bias' values must be numbers between -100 and 100, got {v!r}.",
+                       "logit_bias")
 
 
 def _check_messages(messages: Any) -> list[dict]:
@@ -175,6 +206,8 @@ def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelI
     cid = obj["custom_id"]
     if not isinstance(cid, str) or not cid or len(cid) > 512:
         raise _Bad("invalid_value", "'custom_id' must be a non-empty string of at most 512 characters.", "custom_id")
+    if "\x00" in cid:      # PostgreSQL text cannot hold NUL; OpenAI's ids never need one
+        raise _Bad("invalid_value", "'custom_id' must not contain a NUL character (\\u0000).", "custom_id")
     if cid in seen:
         raise _Bad("duplicate_custom_id", f"The custom_id '{cid}' appears more than once in the file.", "custom_id")
     seen.add(cid)

@@ -103,6 +103,39 @@ class Deployment:
             except subprocess.TimeoutExpired:
                 pass
 
+    def start_serve(self, name: str = "serve", *extra: str) -> subprocess.Popen:
+        """`blendserve serve` (API + scheduler + worker under one supervisor) as one process."""
+        args = [sys.executable, "-m", "blendserve", "--log-level", "INFO", "serve", "--port", str(self.port), *extra]
+        log = open(self.logs / f"{name}.log", "ab")
+        self.offsets[name] = log.tell()
+        p = subprocess.Popen(args, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs[name], self.roles[name] = p, "serve"
+        return p
+
+    def wait_serving(self, name: str = "serve", timeout: float = 120) -> None:
+        """Every role under a `serve` supervisor has said it is running."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.procs[name].poll() is not None:
+                raise RuntimeError(f"{name} exited with {self.procs[name].returncode}:\n{self.log(name)}")
+            text = self.log(name, tail=None)[self.offsets[name]:]
+            if all(READY[role] in text for role in ROLES):
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"{name} did not come up:\n{self.log(name)}")
+
+    def signal(self, name: str, sig: int, group: bool = False, timeout: float = 60) -> float:
+        """Send sig to the process (or its whole process group, as a terminal's Ctrl-C does); wait for it
+        to exit and return how many seconds that took. The process is forgotten either way."""
+        p = self.procs.pop(name)
+        t0 = time.time()
+        if group:
+            os.killpg(p.pid, sig)
+        else:
+            p.send_signal(sig)
+        p.wait(timeout)
+        return time.time() - t0
+
     def log(self, name: str, tail: int | None = 4000) -> str:
         path = self.logs / f"{name}.log"
         text = path.read_text(errors="replace") if path.exists() else ""

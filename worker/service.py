@@ -3,13 +3,27 @@
 One engine stream spans consecutive chunks: while the tail of a chunk is still
 decoding, the next chunk is already being admitted, so chunk boundaries never
 drain the engine's running batch. A chunk is released once every request it
-admitted has a result.
+admitted has a result; one that still holds requests to run (a stop, a lost
+batch) goes back to `pending` rather than `done` (worker/claims.py).
 
 Results are written by a writer thread, many to a transaction, so the engine
 never waits on the database. They are written with a guard on the request's
-status, so a chunk re-run
-after a crash (or by a second worker after a lost lease) never writes a
-second result for a request: every custom_id comes out exactly once.
+status, so a chunk re-run after a crash (or by a second worker after a lost
+lease) never writes a second result for a request: every custom_id comes out
+exactly once. A write that fails is retried; if it keeps failing, its chunks
+go back to `pending` and run again.
+
+Poison requests: when a stream raises, every request it was running gets one
+attempt counted (`requests.attempts`) and its chunks go back to `pending`.
+A request with attempts runs alone, in a stream of its own, its attempt
+counted before it starts (so a try that kills the process counts too); at
+MAX_ATTEMPTS it fails with its own error line. Its neighbours, its batch and
+every other batch carry on.
+
+A clean stop (SIGTERM/SIGINT): no new request is admitted, requests in flight
+are dropped (they run again later, from the start), the results already
+produced are written, and every held chunk goes back to `pending`, its claim
+not counted as a try. The worker exits within a couple of seconds.
 """
 from __future__ import annotations
 
@@ -20,7 +34,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 from sqlalchemy import bindparam, select, update
@@ -30,14 +44,15 @@ from core.config import Settings
 from core.db import make_engine, make_sessionmaker
 from core.ids import new_id
 from core.migrate import upgrade
-from core.models import Batch, Chunk, Request, Worker
+from core.models import Batch, Request, Worker
 from worker import claims
 from worker.engines.base import Engine, GenRequest, GenResult
 from worker.responses import response_body, sampling_params
 
 log = logging.getLogger("blendserve.worker")
 
-MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = 3        # engine tries of one request before it fails alone
+WRITE_TRIES = 5         # result writes, with backoff, before their chunks are handed back
 
 
 class _LiveBatches:
@@ -53,10 +68,13 @@ class _LiveBatches:
 
     def __contains__(self, batch_id: str) -> bool:
         if time.time() - self.checked > 1.0:
-            with self.sessions() as s:
-                self.live = set(s.scalars(select(Batch.id).where(
-                    Batch.id.in_(self.ids), Batch.status == "in_progress", Batch.expires_at > time.time())))
-            self.checked = time.time()
+            try:
+                with self.sessions() as s:
+                    self.live = set(s.scalars(select(Batch.id).where(
+                        Batch.id.in_(self.ids), Batch.status == "in_progress", Batch.expires_at > time.time())))
+                self.checked = time.time()
+            except Exception:       # keep the last answer; a cancel lands a little later
+                log.warning("could not re-read live batches", exc_info=True)
         return batch_id in self.live
 
 
@@ -68,6 +86,22 @@ class _Held:
     lost: bool = False
 
 
+@dataclass
+class _Suspect:
+    """A request that ended a stream without a result before: it runs alone."""
+    cid: int
+    request: GenRequest
+    batch_id: str
+    endpoint: str
+    attempts: int
+
+
+_RESULT = (update(Request).where(Request.id == bindparam("b_id"), Request.status == "planned")
+           .values(status=bindparam("b_status"), response=bindparam("b_response"), error=bindparam("b_error"),
+                   completion_tokens=bindparam("b_out"), cached_tokens=bindparam("b_cached"),
+                   finished_at=bindparam("b_at")))
+
+
 class WorkerService:
     def __init__(self, settings: Settings, engine: Engine, engine_kind: str) -> None:
         self.settings, self.engine = settings, engine
@@ -76,9 +110,11 @@ class WorkerService:
         self.id = new_id("worker_")
         self.held: dict[int, _Held] = {}
         self.meta: dict[int, tuple[int, str, str]] = {}   # request id -> (chunk id, batch id, endpoint)
+        self.suspects: list[_Suspect] = []
         self.live = _LiveBatches(self.sessions)
         self.lock = threading.Lock()            # guards held/outstanding between the engine and writer threads
         self.results: queue.Queue = queue.Queue()
+        self.stop = threading.Event()
         now = time.time()
         with self.sessions.begin() as s:
             s.add(Worker(id=self.id, model=engine.model_name, engine=engine_kind, host=socket.gethostname(),
@@ -87,27 +123,36 @@ class WorkerService:
                          started_at=now, heartbeat_at=now))
 
     def run(self, stop: threading.Event | None = None) -> None:
-        stop = stop or threading.Event()
-        threading.Thread(target=self._heartbeat, args=(stop,), daemon=True, name="heartbeat").start()
+        self.stop = stop or threading.Event()
+        threading.Thread(target=self._heartbeat, daemon=True, name="heartbeat").start()
         writer = threading.Thread(target=self._writer, daemon=True, name="writer")
         writer.start()
         log.info("worker %s serving %s", self.id, self.engine.model_name)
-        while not stop.is_set():
+        while not self.stop.is_set():
             try:
-                if not self._serve_stream(stop):
-                    stop.wait(self.settings.poll_interval_s)
+                busy = self._serve_stream()
             except Exception:
-                log.exception("engine stream failed")
-                self.results.join()
-                self._abandon()
-        self.results.put(None)              # finish writing what the engine produced, then stop
+                log.exception("engine stream failed; the requests it was running will run alone")
+                self._after_stream_failure()
+                continue
+            try:
+                busy = self._run_suspects() or busy
+            except Exception:
+                log.exception("running suspect requests failed")
+                self._give_back_all()
+            if not busy:
+                self.stop.wait(self.settings.poll_interval_s)
+        self._shut_down()
+        self.results.put(None)              # the writer stops once the queue is drained
         writer.join()
+        log.info("worker %s stopped; unfinished work handed back", self.id)
 
-    def _serve_stream(self, stop: threading.Event) -> bool:
+    # -- the engine stream -------------------------------------------------------------------
+
+    def _serve_stream(self) -> bool:
         """Run one engine stream over as many consecutive chunks as are ready; False if there were none."""
         t0, n, toks = time.time(), 0, 0
-        results = self.engine.generate(self._feed(stop), cancelled=self._cancelled)
-        for res in results:
+        for res in self.engine.generate(self._feed(), cancelled=self._cancelled):
             self._write(res)
             n, toks = n + 1, toks + res.prompt_tokens + res.completion_tokens
         if n:
@@ -115,34 +160,53 @@ class WorkerService:
             log.info("stream: %d request(s), %d tokens in %.1fs (%.0f tok/s)", n, toks, dt, toks / max(dt, 1e-9))
         return n > 0
 
-    def _feed(self, stop: threading.Event) -> Iterator[GenRequest]:
-        """Requests of chunk after chunk in plan order; ends when no chunk is ready (or on stop)."""
-        while not stop.is_set():
-            cid = claims.claim(self.sessions, self.id, self.engine.model_name, self.settings.lease_seconds)
-            if cid is None:
+    def _feed(self) -> Iterator[GenRequest]:
+        """Requests of chunk after chunk in plan order; ends when no chunk is ready, on stop, or when
+        suspects wait to run alone. Database errors end the stream, never fail the engine's requests."""
+        while not self.stop.is_set() and not self.suspects:
+            cid = None
+            try:
+                cid = claims.claim(self.sessions, self.id, self.engine.model_name, self.settings.lease_seconds)
+                if cid is None:
+                    return
+                held = self.held[cid] = _Held()
+                with self.sessions() as s:
+                    rows = s.execute(select(Request.id, Request.batch_id, Request.body, Request.prompt_ids,
+                                            Request.max_tokens, Request.attempts, Batch.endpoint).join(Batch)
+                                     .where(Request.chunk_id == cid, Request.status == "planned")
+                                     .order_by(Request.position)).all()
+                self.live.watch({r.batch_id for r in rows})
+            except Exception:
+                log.exception("claiming a chunk failed; trying again shortly")
+                if cid is not None and cid in self.held:
+                    with self.lock:
+                        self._give_back(cid)
                 return
-            held = self.held[cid] = _Held()
-            with self.sessions() as s:
-                rows = s.execute(select(Request.id, Request.batch_id, Request.body, Request.prompt_ids,
-                                        Request.max_tokens, Batch.endpoint).join(Batch)
-                                 .where(Request.chunk_id == cid, Request.status == "planned")
-                                 .order_by(Request.position)).all()
-            self.live.watch({r.batch_id for r in rows})
             for r in rows:
-                if held.lost or stop.is_set():
+                if held.lost or self.stop.is_set():
                     break
                 if r.batch_id not in self.live:
                     continue
+                try:
+                    req = GenRequest(key=r.id, input_ids=np.frombuffer(r.prompt_ids, dtype="<i4").tolist(),
+                                     params=sampling_params(r.body, r.max_tokens))
+                except Exception as e:      # the request alone is bad: its own error line
+                    self._settle_failed(cid, r.id, f"The request's parameters could not be applied: {e}")
+                    continue
+                with self.lock:
+                    held.outstanding += 1
+                if r.attempts > 0:
+                    self.suspects.append(_Suspect(cid, req, r.batch_id, r.endpoint, r.attempts))
+                    continue
                 self.meta[r.id] = (cid, r.batch_id, r.endpoint)
-                held.outstanding += 1
-                yield GenRequest(key=r.id, input_ids=np.frombuffer(r.prompt_ids, dtype="<i4").tolist(),
-                                 params=sampling_params(r.body, r.max_tokens))
+                yield req
             with self.lock:
                 held.fed = True
                 self._maybe_release(cid)
 
     def _cancelled(self, key: int) -> bool:
-        """The engine asks this between steps: drop work whose batch was cancelled or expired.
+        """The engine asks this between steps: drop work whose batch was cancelled or expired, whose
+        claim was lost, or all of it on stop.
 
         True means the engine drops the request without a result, so it is
         settled here, once.
@@ -151,7 +215,7 @@ class WorkerService:
         if meta is None:
             return True
         cid, batch_id, _ = meta
-        if batch_id in self.live and not self.held[cid].lost:
+        if batch_id in self.live and not self.held[cid].lost and not self.stop.is_set():
             return False
         del self.meta[key]
         with self.lock:
@@ -159,64 +223,144 @@ class WorkerService:
             self._maybe_release(cid)
         return True
 
+    def _after_stream_failure(self) -> None:
+        """Count an attempt for every request the failed stream was running; hand every held chunk back."""
+        self.results.join()
+        running = list(self.meta)
+        try:
+            with self.sessions.begin() as s:
+                s.execute(update(Request).where(Request.id.in_(running), Request.status == "planned")
+                          .values(attempts=Request.attempts + 1))
+        except Exception:
+            log.exception("could not count the failed attempts; the chunks' leases will lapse")
+        self._give_back_all()
+
+    # -- suspects: one at a time ---------------------------------------------------------------
+
+    def _run_suspects(self) -> bool:
+        ran = bool(self.suspects)
+        while self.suspects and not self.stop.is_set():
+            self._run_alone(self.suspects.pop(0))
+        return ran
+
+    def _run_alone(self, job: _Suspect) -> None:
+        key, error = job.request.key, "it ended the engine's stream without a result"
+        while (held := self.held.get(job.cid)) and not held.lost and not self.stop.is_set() \
+                and job.batch_id in self.live:
+            if job.attempts >= MAX_ATTEMPTS:
+                self._settle_failed(job.cid, key, f"The engine failed on this request {job.attempts} times; "
+                                                  f"last: {error}.", counted=True)
+                return
+            job.attempts += 1
+            self._set_attempts(key, job.attempts)     # before the try: one that kills the worker counts too
+            self.meta[key] = (job.cid, job.batch_id, job.endpoint)
+            try:
+                results = list(self.engine.generate([job.request], cancelled=self._cancelled))
+            except Exception as e:
+                self.meta.pop(key, None)
+                error = f"{type(e).__name__}: {e}"
+                log.warning("request %d failed alone (attempt %d of %d): %s", key, job.attempts, MAX_ATTEMPTS, error)
+                continue
+            if results:
+                self._write(results[0])
+            elif self.stop.is_set():
+                self._set_attempts(key, job.attempts - 1)   # dropped by the stop: not a try
+            return                                          # written, or dropped and settled by _cancelled
+        with self.lock:                                     # never ran: settle it; its chunk goes back
+            if held is not None:
+                held.outstanding -= 1
+                self._maybe_release(job.cid)
+
+    def _set_attempts(self, key: int, attempts: int) -> None:
+        with self.sessions.begin() as s:
+            s.execute(update(Request).where(Request.id == key, Request.status == "planned")
+                      .values(attempts=attempts))
+
+    # -- results ---------------------------------------------------------------------------------
+
     def _write(self, res: GenResult) -> None:
         cid, _, endpoint = self.meta.pop(res.key)
-        self.results.put((cid, res, response_body(endpoint, self.engine.model_name, res)))
+        self.results.put((cid, {"b_id": res.key, "b_status": "completed",
+                                "b_response": response_body(endpoint, self.engine.model_name, res),
+                                "b_error": None, "b_out": res.completion_tokens, "b_cached": res.cached_tokens}))
+
+    def _settle_failed(self, cid: int, key: int, message: str, counted: bool = False) -> None:
+        """The request fails alone, with its own error line (written in order with the results)."""
+        if not counted:
+            with self.lock:
+                self.held[cid].outstanding += 1
+        log.warning("request %d failed: %s", key, message)
+        self.results.put((cid, {"b_id": key, "b_status": "failed", "b_response": None,
+                                "b_error": {"code": "server_error", "message": message}, "b_out": 0, "b_cached": 0}))
 
     def _writer(self) -> None:
         """Write queued results, all that are waiting in one transaction, then settle their chunks."""
-        stmt = (update(Request).where(Request.id == bindparam("b_id"), Request.status == "planned")
-                .values(status="completed", response=bindparam("b_response"), completion_tokens=bindparam("b_out"),
-                        cached_tokens=bindparam("b_cached"), finished_at=bindparam("b_at")))
         while True:
             items = [self.results.get()]
             while not self.results.empty() and len(items) < 256:
                 items.append(self.results.get_nowait())
             done = [it for it in items if it is not None]
-            try:
-                if done:
-                    with self.sessions.begin() as s:
-                        s.connection().execute(stmt, [
-                            {"b_id": r.key, "b_response": body, "b_out": r.completion_tokens,
-                             "b_cached": r.cached_tokens, "b_at": time.time()} for _, r, body in done])
-                    with self.lock:
-                        for cid, _, _ in done:
-                            self.held[cid].outstanding -= 1
+            if done:
+                self._store([row for _, row in done])
+                with self.lock:
+                    for cid, _ in done:
+                        if (held := self.held.get(cid)) is not None:
+                            held.outstanding -= 1
                             self._maybe_release(cid)
-            except Exception:
-                log.exception("writing %d result(s) failed; their chunks will be re-run", len(done))
-            finally:
-                for _ in items:
-                    self.results.task_done()
+            for _ in items:
+                self.results.task_done()
             if len(done) < len(items):
                 return
 
+    def _store(self, rows: list[dict[str, Any]]) -> bool:
+        """Write result rows, retrying with backoff; False if every try failed (the caller's chunks then
+        go back to `pending`, their unwritten requests still `planned`, and run again)."""
+        for attempt in range(WRITE_TRIES):
+            try:
+                at = time.time()
+                with self.sessions.begin() as s:
+                    s.connection().execute(_RESULT, [{**row, "b_at": at} for row in rows])
+                return True
+            except Exception:
+                log.warning("writing %d result(s) failed (try %d of %d)", len(rows), attempt + 1, WRITE_TRIES,
+                            exc_info=True)
+                time.sleep(min(0.2 * 2 ** attempt, 5.0))
+        log.error("gave up writing %d result(s); their chunks go back to pending", len(rows))
+        return False
+
+    # -- chunks ------------------------------------------------------------------------------------
+
     def _maybe_release(self, cid: int) -> None:
         """Release a chunk once it is fully fed and every admitted request settled (caller holds the lock)."""
-        held = self.held[cid]
-        if held.fed and held.outstanding <= 0:
-            if not held.lost:
-                claims.release(self.sessions, cid, self.id)
-            del self.held[cid]
+        held = self.held.get(cid)
+        if held is not None and held.fed and held.outstanding <= 0:
+            self._give_back(cid, undo_claim=self.stop.is_set())
 
-    def _abandon(self) -> None:
-        """After an engine failure: hand held chunks back for a retry, or fail their requests after MAX_ATTEMPTS."""
-        for cid in list(self.held):
-            with self.sessions.begin() as s:
-                chunk = s.get(Chunk, cid)
-                if chunk is not None and chunk.attempts >= MAX_ATTEMPTS:
-                    s.execute(update(Request).where(Request.chunk_id == cid, Request.status == "planned").values(
-                        status="failed", finished_at=time.time(),
-                        error={"code": "server_error", "message": "The engine failed on this request repeatedly."}))
-                    chunk.status = "done"
-                elif chunk is not None:
-                    chunk.status, chunk.worker_id = "pending", None
-        self.held.clear()
+    def _give_back(self, cid: int, undo_claim: bool = True) -> None:
+        """Drop the chunk; the database says done or pending (caller holds the lock)."""
+        held = self.held.pop(cid)
+        if held.lost:
+            return
+        try:
+            claims.release(self.sessions, cid, self.id, undo_claim=undo_claim)
+        except Exception:
+            log.exception("could not release chunk %d; it runs again once its lease lapses", cid)
+
+    def _give_back_all(self) -> None:
+        with self.lock:
+            for cid in list(self.held):
+                self._give_back(cid)
         self.meta.clear()
+        self.suspects.clear()
 
-    def _heartbeat(self, stop: threading.Event) -> None:
+    def _shut_down(self) -> None:
+        """Clean stop: write what the engine produced, then hand back every chunk still held."""
+        self.results.join()
+        self._give_back_all()
+
+    def _heartbeat(self) -> None:
         every = self.settings.lease_seconds / 3
-        while not stop.wait(every):
+        while not self.stop.wait(every):
             try:
                 with self.sessions.begin() as s:
                     s.execute(update(Worker).where(Worker.id == self.id).values(heartbeat_at=time.time()))

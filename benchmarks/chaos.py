@@ -1,0 +1,200 @@
+"""Chaos: stop processes at random while a batch runs; the batch must still finish, every line once.
+
+A seeded schedule of stops (SIGTERM or SIGKILL) hits `blendserve serve` as a whole and the roles it
+supervises (api, scheduler, worker) one at a time; with --workers/--schedulers above 1, the extra
+worker and scheduler processes too. A stopped `serve` is started again at once; a role under `serve`
+is restarted by its supervisor; an extra role is restarted here. At the end the batch must be
+`completed` with every custom_id exactly once across the output and error files, and no error line
+(every input line is valid).
+
+    python -m benchmarks.chaos --backend sqlite --stops 20 --requests 500
+    python -m benchmarks.chaos --backend postgresql --workers 2 --schedulers 2 --stops 20 --requests 500
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import json
+import random
+import signal
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import openai
+
+from tests.live import READY, Deployment, chat_lines, jsonl, pg_schema_url, read_lines
+
+SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
+ROLE_OF = {"api": " api ", "scheduler": " scheduler", "worker": " worker "}
+
+
+@dataclass
+class ChaosReport:
+    backend: str
+    workers: int
+    schedulers: int
+    requests: int
+    seed: int
+    stops: list[dict] = field(default_factory=list)     # {at_s, target, signal, exit_s}
+    status: str = ""
+    completed: int = 0
+    error_lines: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    total_s: float = 0.0
+    finish_after_last_restart_s: float = 0.0
+
+    @property
+    def survived(self) -> int:
+        return len(self.stops) if self.lost == 0 and self.duplicated == 0 and self.status == "completed" else 0
+
+
+def _children(pid: int) -> dict[str, int]:
+    """The roles `serve` supervises, by name: their pids, read from /proc."""
+    out = {}
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return out
+    for kid in kids:
+        try:
+            cmd = Path(f"/proc/{kid}/cmdline").read_bytes().replace(b"\0", b" ").decode() + " "
+        except OSError:
+            continue
+        for role, mark in ROLE_OF.items():
+            if mark in cmd:
+                out[role] = int(kid)
+    return out
+
+
+def _wait_role(d: Deployment, name: str, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while READY[d.roles[name]] not in d.log(name, tail=None)[d.offsets[name]:]:
+        if time.time() > deadline or d.procs[name].poll() is not None:
+            raise RuntimeError(f"{name} did not come up:\n{d.log(name)}")
+        time.sleep(0.1)
+
+
+def _poll(c: openai.OpenAI, batch_id: str):
+    """The batch, or None while the API is down."""
+    try:
+        return c.batches.retrieve(batch_id)
+    except (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError):
+        return None
+
+
+def run_chaos(data_dir: Path, models: str, backend: str = "sqlite", requests: int = 500, stops: int = 20,
+              workers: int = 1, schedulers: int = 1, seed: int = 0, max_tokens: int = 400,
+              gap_s: tuple[float, float] = (2.0, 6.0), timeout_s: float = 1800,
+              targets: list[str] | None = None) -> ChaosReport:
+    rng = random.Random(seed)
+    url = "" if backend == "sqlite" else pg_schema_url()
+    d = Deployment(data_dir, url, models)
+    rep = ChaosReport(backend, workers, schedulers, requests, seed)
+    extras = [("worker", f"worker{i}") for i in range(1, workers)] + \
+             [("scheduler", f"scheduler{i}") for i in range(1, schedulers)]
+    targets = targets or ["serve", "serve:api", "serve:scheduler", "serve:worker"] + [name for _, name in extras]
+    # Every target and both signals come up: targets cycle in a shuffled order, signals alternate.
+    plan = [(targets[i % len(targets)], ("SIGTERM", "SIGKILL")[(i // len(targets) + i) % 2]) for i in range(stops)]
+    rng.shuffle(plan)
+    try:
+        d.start_serve()
+        for role, name in extras:
+            d.start(role, name)
+        d.wait_serving()
+        for _, name in extras:
+            _wait_role(d, name)
+        c = d.client()
+        rows = chat_lines(requests, models.split("=")[0], max_tokens=max_tokens, prefix="chaos ")
+        f = c.files.create(file=("chaos.jsonl", jsonl(rows)), purpose="batch")
+        t0 = time.time()
+        b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+        last_restart = t0
+        for target, sig in plan:
+            time.sleep(rng.uniform(*gap_s))
+            now = _poll(c, b.id)
+            if now is not None and now.status == "completed":
+                break
+            at = time.time() - t0
+            exit_s = _stop(d, target, SIGNALS[sig])
+            rep.stops.append({"at_s": round(at, 1), "target": target, "signal": sig, "done_before": now and
+                              now.request_counts.completed, "exit_s": round(exit_s, 2) if exit_s is not None else None})
+            last_restart = time.time()
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            now = _poll(c, b.id)
+            if now is not None and now.status in ("completed", "failed", "expired", "cancelled"):
+                break
+            time.sleep(0.5)
+        rep.total_s = round(time.time() - t0, 1)
+        rep.finish_after_last_restart_s = round(time.time() - last_restart, 1)
+        rep.status = now.status if now is not None else "unknown"
+        out, err = read_lines(c, now.output_file_id), read_lines(c, now.error_file_id)
+        seen = Counter(x["custom_id"] for x in out + err)
+        rep.completed, rep.error_lines = len(out), len(err)
+        rep.lost = sum(1 for r in rows if r["custom_id"] not in seen)
+        rep.duplicated = sum(n - 1 for n in seen.values() if n > 1)
+        return rep
+    finally:
+        d.stop()
+
+
+def _stop(d: Deployment, target: str, sig: int) -> float | None:
+    """Stop one target and start it again; returns how long a SIGTERM took to end it."""
+    if target == "serve":
+        if sig == signal.SIGKILL:            # a power cut: the supervisor and every role at once
+            p = d.procs.pop("serve")
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(30)
+            took = None
+        else:                                # `docker stop`: SIGTERM to the supervisor alone
+            took = d.signal("serve", sig)
+        d.start_serve()
+        d.wait_serving()
+        return took
+    if target.startswith("serve:"):          # one role under the supervisor, which restarts it
+        pid = _children(d.procs["serve"].pid).get(target.split(":")[1])
+        if pid is None:
+            return None
+        t = time.time()
+        os.kill(pid, sig)
+        while Path(f"/proc/{pid}").exists() and time.time() - t < 30:
+            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+                break
+            time.sleep(0.05)
+        return time.time() - t if sig == signal.SIGTERM else None
+    role = d.roles[target]
+    took = d.signal(target, sig, group=True)
+    d.start(role, target)
+    return took if sig == signal.SIGTERM else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
+    ap.add_argument("--requests", type=int, default=500)
+    ap.add_argument("--stops", type=int, default=20)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--schedulers", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-tokens", type=int, default=400)
+    ap.add_argument("--out", type=Path, help="append the report as one JSON line")
+    args = ap.parse_args()
+    from core.modelstore import build_tiny_model
+
+    tmp = Path(tempfile.mkdtemp(prefix="bs-chaos-"))
+    tiny = build_tiny_model(tmp / "tiny")
+    rep = run_chaos(tmp / "data", f"tiny-llama={tiny}", args.backend, args.requests, args.stops, args.workers,
+                    args.schedulers, args.seed, args.max_tokens)
+    line = json.dumps({**asdict(rep), "survived": rep.survived})
+    print(line)
+    if args.out:
+        with args.out.open("a") as f:
+            f.write(line + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""A scheduler in this process against a real database (SQLite or a fresh PostgreSQL schema), and
+rows made the way the API makes them: for tests that must reach one race or one failure exactly."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from core.config import Settings
+from core.ids import new_id
+from core.models import Batch, File
+from core.storage import FileStore
+from tests.conftest import TINY
+from tests.live import jsonl, pg_schema_url
+
+
+def settings(tmp: Path, backend: str, tiny_model: Path, **kw) -> Settings:
+    url = "" if backend == "sqlite" else pg_schema_url()
+    return Settings(data_dir=tmp, database_url=url, models=f"{TINY}={tiny_model}", planner="fcfs",
+                    lease_seconds=30, **kw)
+
+
+def add_batch(sessions, store: FileStore, rows: list[dict] | bytes, status: str = "validating",
+              endpoint: str = "/v1/chat/completions", age: int = 0) -> str:
+    """A batch as the API creates it; `age` seconds old (batches are taken oldest first)."""
+    fid, bid, now = new_id("file-"), new_id("batch_"), int(time.time()) - age
+    data = rows if isinstance(rows, bytes) else jsonl(rows)
+    with store.open_writer(fid) as w:
+        w.write(data)
+        size = w.commit()
+    with sessions.begin() as s:
+        s.add(File(id=fid, owner="", filename="in.jsonl", purpose="batch", bytes=size, created_at=now))
+        s.add(Batch(id=bid, owner="", endpoint=endpoint, input_file_id=fid, completion_window="24h",
+                    status=status, created_at=now, expires_at=now + 86400, total=0))
+    return bid
+
+
+def status(sessions, bid: str) -> Batch:
+    with sessions() as s:
+        return s.get(Batch, bid)

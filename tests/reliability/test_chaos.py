@@ -1,0 +1,23 @@
+"""The short chaos run (benchmarks/chaos.py has the full one): roles stopped with SIGTERM and SIGKILL
+while a batch runs; it still completes with every custom_id exactly once and no error line."""
+from __future__ import annotations
+
+from benchmarks.chaos import run_chaos
+from tests.conftest import TINY
+
+SETUPS = {
+    # The embedded default: `serve` on SQLite, stopped whole and one role at a time.
+    "sqlite": dict(workers=1, schedulers=1, targets=["serve:worker", "serve:scheduler", "serve:api", "serve"]),
+    # Scale-out: two workers and two schedulers on PostgreSQL, one role at a time.
+    "postgresql": dict(workers=2, schedulers=2, targets=["serve:worker", "worker1", "serve:scheduler", "scheduler1"]),
+}
+
+
+def test_short_chaos(tmp_path, tiny_model, backend):
+    rep = run_chaos(tmp_path, f"{TINY}={tiny_model}", backend, requests=120, stops=5, max_tokens=150,
+                    gap_s=(1.0, 3.0), seed=1, timeout_s=240, **SETUPS[backend])
+    assert len(rep.stops) >= 4, rep
+    assert {s["signal"] for s in rep.stops} == {"SIGTERM", "SIGKILL"}, rep
+    assert all(s["exit_s"] is None or s["exit_s"] < 10 for s in rep.stops), rep
+    assert rep.status == "completed" and rep.lost == 0 and rep.duplicated == 0, rep
+    assert rep.error_lines == 0 and rep.completed == 120, rep

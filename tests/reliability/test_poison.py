@@ -1,0 +1,36 @@
+"""A request the engine raises on fails alone, with its own error line; its neighbours, its batch and
+the batch beside it all finish."""
+from __future__ import annotations
+
+from tests.conftest import TINY
+from tests.live import chat_lines, jsonl, read_lines, wait_batch
+
+POISON = 100_000    # a token id far outside the tiny model's 512-token vocabulary: the engine raises on it
+
+
+def _completion(i: int, prompt) -> dict:
+    return {"custom_id": f"c-{i}", "method": "POST", "url": "/v1/completions",
+            "body": {"model": TINY, "prompt": prompt, "max_tokens": 24}}
+
+
+def test_poison_request_fails_alone(deployment):
+    c = deployment.client()
+    rows = [_completion(i, f"hello number {i}") for i in range(12)]
+    rows[5] = _completion(5, [3, 4, POISON, 5])
+    f = c.files.create(file=("poison.jsonl", jsonl(rows)), purpose="batch")
+    poisoned = c.batches.create(input_file_id=f.id, endpoint="/v1/completions", completion_window="24h")
+    healthy_rows = chat_lines(8, TINY, max_tokens=24)
+    g = c.files.create(file=("healthy.jsonl", jsonl(healthy_rows)), purpose="batch")
+    healthy = c.batches.create(input_file_id=g.id, endpoint="/v1/chat/completions", completion_window="24h")
+
+    b = wait_batch(c, poisoned.id, timeout=150)
+    assert b.status == "completed", b
+    out, err = read_lines(c, b.output_file_id), read_lines(c, b.error_file_id)
+    assert sorted(o["custom_id"] for o in out) == sorted(r["custom_id"] for r in rows if r["custom_id"] != "c-5")
+    assert [e["custom_id"] for e in err] == ["c-5"]
+    assert err[0]["error"]["code"] == "server_error" and "3 times" in err[0]["error"]["message"]
+    assert b.request_counts.completed == 11 and b.request_counts.failed == 1
+
+    h = wait_batch(c, healthy.id, timeout=150)
+    assert h.status == "completed" and h.error_file_id is None, h
+    assert len(read_lines(c, h.output_file_id)) == 8
