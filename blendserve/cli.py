@@ -125,11 +125,24 @@ def cmd_worker(args: argparse.Namespace) -> int:
     paths = model_paths(s)
     name = args.model or next(iter(paths))
     path = paths.get(name) or Path(name)
-    engine = load_engine(args.engine, path, name if name in paths else path.name, s)
+    if args.ranks > 1 and args.engine != "echo":
+        raise SystemExit("blendserve worker: --ranks > 1 is for the echo engine (load tests); "
+                         "run one process per GPU otherwise")
+    engines = [load_engine(args.engine, path, name if name in paths else path.name, s) for _ in range(args.ranks)]
     try:
-        code = _run_until_signal(WorkerService(s, engine, args.engine).run)
+        services = [WorkerService(s, e, args.engine) for e in engines]
+
+        def run_all(stop: threading.Event) -> None:
+            threads = [threading.Thread(target=w.run, args=(stop,), name=f"rank{i}") for i, w in enumerate(services)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+
+        code = _run_until_signal(run_all)
     finally:
-        engine.close()
+        for e in engines:
+            e.close()
     _exit_now(code)
     return code
 
@@ -215,7 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         if name in ("serve", "scheduler"):
             p.add_argument("--planner", choices=("fcfs", "blendserve"), help="execution order policy")
         if name == "worker":
-            p.add_argument("--engine", default="cpu", choices=("cpu", "sglang", "vllm"))
+            p.add_argument("--engine", default="cpu", choices=("cpu", "sglang", "vllm", "echo"),
+                           help="echo: a stand-in with an engine's timing and no model, for load tests")
+            p.add_argument("--ranks", type=int, default=1, help="data-parallel ranks in this process (echo only)")
             p.add_argument("--model", help="served model name, or a checkpoint path (GPU engines)")
             p.add_argument("--tp", type=int, help="tensor-parallel GPUs for this worker (GPU engines)")
     sub.add_parser("simulate", help="the BlendServe planner simulator (see `blendserve simulate --help`)")

@@ -7,7 +7,7 @@ from pathlib import Path
 from core.config import Settings
 from worker.engines.base import Engine
 
-ENGINES = ("cpu", "sglang", "vllm")
+ENGINES = ("cpu", "sglang", "vllm", "echo")
 
 
 def load_engine(kind: str, model_path: Path, model_name: str, settings: Settings) -> Engine:
@@ -24,4 +24,8 @@ def load_engine(kind: str, model_path: Path, model_name: str, settings: Settings
         from worker.engines.vllm import VllmEngine
 
         return VllmEngine(model_path, model_name)
+    if kind == "echo":
+        from worker.engines.echo import EchoEngine
+
+        return EchoEngine(model_name)
     raise ValueError(f"engine {kind!r} is not available; choose one of {ENGINES}")
