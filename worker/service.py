@@ -166,6 +166,7 @@ class WorkerService:
         while not self.stop.is_set() and not self.suspects:
             cid = None
             try:
+                t0 = time.perf_counter()
                 cid = claims.claim(self.sessions, self.id, self.engine.model_name, self.settings.lease_seconds)
                 if cid is None:
                     return
@@ -175,6 +176,7 @@ class WorkerService:
                                             Request.max_tokens, Request.attempts, Batch.endpoint).join(Batch)
                                      .where(Request.chunk_id == cid, Request.status == "planned")
                                      .order_by(Request.position)).all()
+                log.info("claimed chunk %d (%d requests) in %.1f ms", cid, len(rows), (time.perf_counter() - t0) * 1e3)
                 self.live.watch({r.batch_id for r in rows})
             except Exception:
                 log.exception("claiming a chunk failed; trying again shortly")
