@@ -36,6 +36,7 @@ class Settings(BaseSettings):
     hardware: str = ""                        # planner hardware profile; "" = from the workers' engine
     warmup_fraction: float = 0.01             # share of cold requests run first to learn output lengths
     urgent_horizon_s: float = 900.0           # batches expiring sooner than this are planned first
+    key_priorities: str = ""                  # "KEY=high|normal|low,...": a key's default batch priority
 
     lease_seconds: float = 30.0               # a claimed chunk's lease; renewed by the worker's heartbeat
     poll_interval_s: float = 0.2

@@ -6,7 +6,8 @@ warm-up samples finished, or the set of live workers changed). T_max counts
 only while no planned chunk of the model waits for a worker: it exists so an
 engine never idles, and with a backlog none does; without that, work that
 trickles in (a big file being tokenized) would re-plan the whole backlog
-every T_max.
+every T_max. The exception is new work of a better priority class than work
+already planned (scheduler/priority.py): it must not wait behind the backlog.
 
 A round re-plans everything no worker has claimed: pending chunks are
 dissolved, their requests join the new ones, and the policy orders the union
@@ -35,6 +36,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core.config import Settings
 from core.models import Batch, Chunk, Request, Worker
+from scheduler import priority
 from scheduler.backoff import Backoff
 from scheduler.fencing import LostLease
 
@@ -55,6 +57,13 @@ class Round:
     # Recently completed requests of the model (prompts, output tokens): the observed output lengths.
     history: tuple[list[bytes], np.ndarray] | None = None
     workers: list[tuple[str, str, int]] = field(default_factory=list)   # live (id, engine, kv tokens)
+
+    def take(self, idx: np.ndarray) -> "Round":
+        """The same round over a subset of its requests (one priority class)."""
+        return Round(self.model, self.ids[idx], self.fresh[idx], self.batch_rank[idx], self.line[idx],
+                     self.expires_at[idx], self.max_tokens[idx],
+                     [self.prompts[i] for i in idx] if self.prompts is not None else None,
+                     self.history, self.workers)
 
 
 @dataclass
@@ -105,13 +114,36 @@ def _history(session: Session, model: str) -> tuple[list[bytes], np.ndarray]:
     return [r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.float64)
 
 
+def _outranking_models(session: Session, settings: Settings, now: float) -> set[str]:
+    """Models whose unplanned work has a better priority class than other running work of theirs.
+
+    Such work must not wait behind a backlog of planned chunks (the usual
+    T_max rule waits), or a high batch would queue behind a long low one. Read
+    per batch, not per request: in-progress batches are few.
+    """
+    pending = set(session.scalars(select(Request.batch_id).where(Request.status == "pending").distinct()))
+    batches = session.execute(select(Batch.id, Batch.model, Batch.metadata_, Batch.owner, Batch.expires_at)
+                              .where(Batch.status == "in_progress")).all()
+    cls = priority.classes([b.metadata_ for b in batches], [b.owner for b in batches],
+                           np.array([b.expires_at for b in batches], dtype=np.float64), now,
+                           settings.urgent_horizon_s, priority.parse_key_priorities(settings.key_priorities))
+    best_new: dict[str, int] = {}
+    worst: dict[str, int] = {}
+    for b, c in zip(batches, cls.tolist()):
+        worst[b.model] = max(worst.get(b.model, c), c)
+        if b.id in pending:
+            best_new[b.model] = min(best_new.get(b.model, c), c)
+    return {m for m, c in best_new.items() if c < worst[m]}
+
+
 def _due_models(session: Session, settings: Settings, policy: Policy, now: float) -> list[str]:
     rows = session.execute(
         select(Request.model, func.count(), func.min(Batch.in_progress_at)).join(Batch)
         .where(Request.status == "pending", Batch.status == "in_progress").group_by(Request.model)).all()
     planned = set(session.scalars(select(Chunk.model).where(Chunk.status == "pending").distinct()))
+    outranks = _outranking_models(session, settings, now) if planned & {m for m, _, _ in rows} else set()
     due = {m for m, count, oldest in rows if count >= settings.plan_max_requests
-           or (m not in planned and now - oldest >= settings.plan_max_wait_s)}
+           or ((m not in planned or m in outranks) and now - oldest >= settings.plan_max_wait_s)}
     due |= {m for m in planned
             if policy.wants_round(session, m, len(live_workers(session, m, settings.lease_seconds, now)))}
     return sorted(due)
@@ -155,7 +187,8 @@ def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session],
     with readers() as s, s.begin():            # one snapshot for everything the round reads
         unclaimed = s.scalars(select(Chunk.id).where(Chunk.model == model, Chunk.status == "pending")).all()
         cols = [Request.id, Request.status, Batch.created_at, Batch.id, Request.line, Batch.expires_at,
-                Request.max_tokens, Request.chunk_id] + ([Request.prompt_ids] if policy.needs_prompts else [])
+                Request.max_tokens, Request.chunk_id, Batch.metadata_, Batch.owner] + (
+                    [Request.prompt_ids] if policy.needs_prompts else [])
         rows = s.execute(
             select(*cols).join(Batch)
             .where(Request.model == model, Batch.status == "in_progress",
@@ -174,11 +207,17 @@ def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session],
                 batch_rank=np.array([batch_order[r[3]] for r in rows]), line=np.array([r[4] for r in rows]),
                 expires_at=np.array([r[5] for r in rows], dtype=np.float64),
                 max_tokens=np.array([r[6] for r in rows], dtype=np.int64),
-                prompts=[r[8] for r in rows] if policy.needs_prompts else None,
+                prompts=[r[10] for r in rows] if policy.needs_prompts else None,
                 history=history, workers=workers)
     old_chunk = [r[7] if r[1] == "planned" else None for r in rows]
     t0 = time.time()
-    pieces = policy.pieces(rnd)
+    cls = priority.classes([r[8] for r in rows], [r[9] for r in rows], rnd.expires_at, now,
+                           settings.urgent_horizon_s, priority.parse_key_priorities(settings.key_priorities))
+    pieces = []
+    for c in np.unique(cls):                   # urgent, then high, normal, low; each ordered by the policy
+        idx = np.flatnonzero(cls == c)
+        sub = rnd if len(idx) == len(rows) else rnd.take(idx)
+        pieces += [Piece(idx[p.order], p.rank) for p in policy.pieces(sub)]
     t_plan = time.time() - t0
     assert sum(len(p.order) for p in pieces) == len(rows), "a policy must place every request exactly once"
     with sessions.begin() as s:                # the short write: only what is still as it was read

@@ -32,7 +32,7 @@ from core.migrate import upgrade
 from core.models import Lease
 from core.served import model_paths
 from core.storage import FileStore
-from scheduler import intake, lifecycle, planning
+from scheduler import intake, lifecycle, planning, priority
 from scheduler.backoff import Backoff
 from scheduler.fencing import FencedSessions, LostLease
 from scheduler.validation import ModelInfo
@@ -77,6 +77,7 @@ def policy_for(settings: Settings) -> planning.Policy:
 class Scheduler:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        priority.parse_key_priorities(settings.key_priorities)     # a bad setting fails at start, not per round
         upgrade(settings.db_url)
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         engine = make_engine(settings.db_url)
