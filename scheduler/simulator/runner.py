@@ -29,7 +29,7 @@ class PolicyRun:
     plan_sharing: float          # the planner's own figure (unbounded cache)
     result: SimResult | None     # None with plan_only
     dfs_direction: str = ""      # DFS only: "ascending" or "descending", whichever simulated faster
-    plan_cpu_seconds: float = 0.0   # CPU time of planning: the figure that holds on a shared machine      # DFS only: "ascending" or "descending", whichever simulated faster
+    plan_cpu_seconds: float = 0.0   # CPU time of planning: the figure that holds on a shared machine
 
 
 @dataclass
