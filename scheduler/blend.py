@@ -55,8 +55,7 @@ def _workload(prompts: list[bytes], max_tokens: np.ndarray) -> Workload:
 
 class BlendServe:
     needs_prompts = True
-    order = "blendserve"        # scheduler.planner.plan's policy for the non-urgent part
-    warms_up = True             # run a sample of cold subtrees first to learn their output lengths
+    order = "blendserve"        # scheduler.planner.plan's policy; only a blend warms up (lengths change it)
 
     def __init__(self, model_paths: dict[str, Path], *, hardware: str = "", warmup_fraction: float = 0.01,
                  urgent_horizon_s: float = 900.0,
@@ -120,7 +119,7 @@ class BlendServe:
 
         pieces: list[Piece] = []
         taken = np.zeros(n, dtype=bool)
-        if len(cold) and self.warms_up and order == "blendserve":
+        if len(cold) and order == "blendserve":
             sample = cold[warmup_sample(_workload([r.prompts[i] for i in cold], r.max_tokens[cold]),
                                         fraction=self.warmup_fraction)]
             if len(sample):
@@ -154,4 +153,3 @@ class DFS(BlendServe):
     a plan must beat besides file order."""
 
     order = "dfs"
-    warms_up = False

@@ -109,3 +109,16 @@ def test_dfs_keeps_the_better_direction_and_overlap_is_reported(capsys):
     assert dfs["tokens_per_s"] == pytest.approx(max(both), rel=1e-12)
     assert dfs["dfs_direction"] == ("ascending" if both[0] >= both[1] else "descending")
     assert 0 < dfs["fraction_of_optimal"] <= dfs["fraction_of_ideal"] * j["ideal_tokens_per_s"] / j["optimal_tokens_per_s"] + 1e-9
+
+
+def test_plan_only_takes_s_dfs_from_the_planners_tree():
+    """--plan-only skips the simulator's trie (its peak memory at 400K requests) but reports the same s_DFS."""
+    from scheduler.simulator import workloads
+    from scheduler.simulator.runner import run_workload
+    from tests.simulator.conftest import GPU, MODEL
+
+    w = workloads.generate("trace1", 2000, seed=4, model=MODEL, hw=GPU)
+    planned = run_workload("t", w, MODEL, GPU, ["dfs"], plan_only=True)
+    simulated = run_workload("t", w, MODEL, GPU, ["dfs"])
+    assert planned.dfs_sharing == pytest.approx(simulated.dfs_sharing, abs=1e-12) and planned.dfs_sharing > 0.3
+    assert planned.runs["dfs"].result is None and planned.runs["dfs"].plan_cpu_seconds > 0
