@@ -24,7 +24,7 @@ class File(Base):
     purpose: Mapped[str] = mapped_column(String(32))
     bytes: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[int] = mapped_column(Integer, index=True)
-    expires_at: Mapped[int | None] = mapped_column(Integer)
+    expires_at: Mapped[int | None] = mapped_column(Integer, index=True)   # index: retention's sweep (0006)
 
 
 class Batch(Base):
@@ -53,6 +53,10 @@ class Batch(Base):
     total: Mapped[int] = mapped_column(Integer, default=0)
     # When the first of its requests was handed to an engine: in_progress -> first run is the planning wait.
     first_run_at: Mapped[float | None] = mapped_column(Float)
+
+    # Retention (migration 0006): output_expires_after.seconds; its output and error files expire that long
+    # after they are written (scheduler/retention.py stamps and deletes them).
+    output_expires_after_s: Mapped[int | None] = mapped_column(Integer)
 
 
 class Request(Base):

@@ -1,7 +1,10 @@
 """The API role: an OpenAI-compatible Files + Batches HTTP service over the job table."""
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 
 from core.config import Settings
 from core.db import make_engine, make_sessionmaker
@@ -11,6 +14,7 @@ from core.storage import FileStore
 from server import errors
 from server.deps import AppState
 from server.routes import batches, files, models
+from server.schemas import Health
 
 
 def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
@@ -19,13 +23,28 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
         upgrade(settings.db_url)
     app = FastAPI(title="BlendServe", version="0.1.0")
     app.state.blend = AppState(settings=settings, sessions=make_sessionmaker(make_engine(settings.db_url)),
+                               readers=make_sessionmaker(make_engine(settings.db_url, readonly=True)),
                                store=FileStore(settings.files_dir), model_names=model_names(settings))
     errors.install(app)
     for r in (files.router, batches.router, models.router):
         app.include_router(r)
 
-    @app.get("/health")
+    @app.get("/health", response_model=Health)
     def health() -> dict:
         return {"status": "ok"}
 
+    app.openapi = lambda: _openapi(app)
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's schema, less the 422 it documents for every route: invalid requests answer 400 here, as OpenAI's do."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+        for path in schema.get("paths", {}).values():
+            for op in path.values():
+                op.get("responses", {}).pop("422", None)
+        for name in ("HTTPValidationError", "ValidationError"):
+            schema.get("components", {}).get("schemas", {}).pop(name, None)
+        app.openapi_schema = schema
+    return app.openapi_schema

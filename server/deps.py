@@ -17,7 +17,8 @@ from server.errors import APIError
 @dataclass
 class AppState:
     settings: Settings
-    sessions: sessionmaker[Session]
+    sessions: sessionmaker[Session]    # writers: BEGIN IMMEDIATE on SQLite
+    readers: sessionmaker[Session]     # GET routes: a deferred read snapshot that never takes the write lock
     store: FileStore
     model_names: list[str]
 
@@ -28,6 +29,12 @@ def state(request: Request) -> AppState:
 
 def session(st: Annotated[AppState, Depends(state)]) -> Iterator[Session]:
     with st.sessions() as s:
+        yield s
+
+
+def read_session(st: Annotated[AppState, Depends(state)]) -> Iterator[Session]:
+    """For routes that only read: 200 polls a second must never queue behind, or delay, a result write."""
+    with st.readers() as s:
         yield s
 
 
@@ -54,4 +61,5 @@ def owner(request: Request, st: Annotated[AppState, Depends(state)]) -> str:
 
 StateDep = Annotated[AppState, Depends(state)]
 SessionDep = Annotated[Session, Depends(session)]
+ReadSessionDep = Annotated[Session, Depends(read_session)]
 OwnerDep = Annotated[str, Depends(owner)]

@@ -5,19 +5,23 @@ import time
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field, field_validator
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from core.jobs import batch_stats
 from core.models import Batch
 from core.ids import new_id
-from server.deps import OwnerDep, SessionDep, StateDep
+from server.deps import OwnerDep, ReadSessionDep, SessionDep, StateDep
 from server.errors import APIError, not_found
+from server.expiry import ExpiresAfter
+from server.pagination import after_cursor
 from server.routes.files import get_owned
+from server.schemas import ERRORS, BatchList, BatchObject
 from server.serialize import batch_obj, page
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"])
 
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
+CANCELLABLE = ("validating", "in_progress")
 
 
 class CreateBatch(BaseModel):
@@ -25,6 +29,7 @@ class CreateBatch(BaseModel):
     endpoint: str
     completion_window: str
     metadata: dict[str, str] | None = Field(default=None)
+    output_expires_after: ExpiresAfter | None = None
 
     @field_validator("metadata")
     @classmethod
@@ -52,7 +57,7 @@ def render(session, b: Batch) -> dict:
     return batch_obj(b, batch_stats(session, [b.id])[b.id])
 
 
-@router.post("")
+@router.post("", response_model=BatchObject, responses=ERRORS)
 def create_batch(req: CreateBatch, session: SessionDep, owner: OwnerDep, st: StateDep) -> dict:
     if req.endpoint not in ENDPOINTS:
         raise APIError(400, f"Invalid endpoint '{req.endpoint}': supported endpoints are {list(ENDPOINTS)}.",
@@ -68,37 +73,39 @@ def create_batch(req: CreateBatch, session: SessionDep, owner: OwnerDep, st: Sta
     now = int(time.time())
     b = Batch(id=new_id("batch_"), owner=owner, endpoint=req.endpoint, input_file_id=f.id,
               completion_window=req.completion_window, status="validating", metadata_=req.metadata,
-              created_at=now, expires_at=now + windows[req.completion_window], total=0)
+              created_at=now, expires_at=now + windows[req.completion_window], total=0,
+              output_expires_after_s=req.output_expires_after.seconds if req.output_expires_after else None)
     session.add(b)
     session.commit()
     return render(session, b)
 
 
-@router.get("")
-def list_batches(session: SessionDep, owner: OwnerDep, after: str | None = None,
+@router.get("", response_model=BatchList, responses=ERRORS)
+def list_batches(session: ReadSessionDep, owner: OwnerDep, after: str | None = None,
                  limit: int = Query(20, ge=1, le=100)) -> dict:
     q = select(Batch).where(Batch.owner == owner)
     if after:
         cur = get_owned_batch(session, owner, after)
-        q = q.where((Batch.created_at < cur.created_at)
-                    | ((Batch.created_at == cur.created_at) & (Batch.id < cur.id)))
+        q = q.where(after_cursor((Batch.created_at, Batch.id), (cur.created_at, cur.id), descending=True))
     rows = session.scalars(q.order_by(Batch.created_at.desc(), Batch.id.desc()).limit(limit + 1)).all()
     rows, has_more = rows[:limit], len(rows) > limit
     stats = batch_stats(session, [b.id for b in rows])
     return page([batch_obj(b, stats[b.id]) for b in rows], has_more)
 
 
-@router.get("/{batch_id}")
-def retrieve_batch(batch_id: str, session: SessionDep, owner: OwnerDep) -> dict:
+@router.get("/{batch_id}", response_model=BatchObject, responses=ERRORS)
+def retrieve_batch(batch_id: str, session: ReadSessionDep, owner: OwnerDep) -> dict:
     return render(session, get_owned_batch(session, owner, batch_id))
 
 
-@router.post("/{batch_id}/cancel")
+@router.post("/{batch_id}/cancel", response_model=BatchObject, responses=ERRORS)
 def cancel_batch(batch_id: str, session: SessionDep, owner: OwnerDep) -> dict:
+    """Conditional: a batch the scheduler finalized a moment ago is never flipped back to cancelling."""
     b = get_owned_batch(session, owner, batch_id)
-    if b.status in ("validating", "in_progress"):
-        b.status, b.cancelling_at = "cancelling", int(time.time())
-        session.commit()
-    elif b.status not in ("cancelling", "cancelled"):
+    session.execute(update(Batch).where(Batch.id == b.id, Batch.status.in_(CANCELLABLE))
+                    .values(status="cancelling", cancelling_at=int(time.time())))
+    session.commit()
+    session.refresh(b)
+    if b.status not in ("cancelling", "cancelled"):
         raise APIError(409, f"Cannot cancel a batch with status '{b.status}'.", code="invalid_state")
     return render(session, b)

@@ -6,13 +6,16 @@ from typing import Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import StreamingResponse
+from fastapi.responses import FileResponse
 from sqlalchemy import select
 
 from core.ids import new_id
 from core.models import File
-from server.deps import OwnerDep, SessionDep, StateDep
+from server.deps import OwnerDep, ReadSessionDep, SessionDep, StateDep
 from server.errors import APIError, not_found
+from server.expiry import expires_at, form_expires_after
+from server.pagination import after_cursor
+from server.schemas import ERRORS, FileDeleted, FileList, FileObject, UPLOAD_BODY
 from server.serialize import file_obj, page
 from server.upload import receive_upload
 
@@ -28,7 +31,7 @@ def get_owned(session, owner: str, file_id: str) -> File:
     return f
 
 
-@router.post("")
+@router.post("", response_model=FileObject, responses=ERRORS, openapi_extra=UPLOAD_BODY)
 async def create_file(request: Request, st: StateDep, owner: OwnerDep) -> dict:
     limit = st.settings.max_file_bytes
     declared = request.headers.get("content-length")
@@ -45,10 +48,13 @@ async def create_file(request: Request, st: StateDep, owner: OwnerDep) -> dict:
                            param="purpose", code="invalid_value")
         if up.filename is None:
             raise APIError(400, "Missing required parameter: 'file'.", param="file", code="missing_required_parameter")
+        lifetime = form_expires_after(up.fields, "expires_after")
+        if lifetime is None and st.settings.file_expiry_seconds > 0:
+            lifetime = st.settings.file_expiry_seconds    # OpenAI: purpose=batch files expire after 30 days
         await run_in_threadpool(writer.commit)
     now = int(time.time())
     row = File(id=file_id, owner=owner, filename=up.filename, purpose=purpose, bytes=up.size, created_at=now,
-               expires_at=None)
+               expires_at=expires_at(now, lifetime))
 
     def insert() -> dict:
         with st.sessions.begin() as s:
@@ -58,8 +64,8 @@ async def create_file(request: Request, st: StateDep, owner: OwnerDep) -> dict:
     return await run_in_threadpool(insert)
 
 
-@router.get("")
-def list_files(session: SessionDep, owner: OwnerDep, purpose: str | None = None,
+@router.get("", response_model=FileList, responses=ERRORS)
+def list_files(session: ReadSessionDep, owner: OwnerDep, purpose: str | None = None,
                limit: int = Query(10000, ge=1, le=10000), after: str | None = None,
                order: Literal["asc", "desc"] = "desc") -> dict:
     q = select(File).where(File.owner == owner)
@@ -68,28 +74,37 @@ def list_files(session: SessionDep, owner: OwnerDep, purpose: str | None = None,
     key = (File.created_at, File.id)
     if after:
         cur = get_owned(session, owner, after)
-        q = q.where(key < (cur.created_at, cur.id)) if order == "desc" else q.where(key > (cur.created_at, cur.id))
+        q = q.where(after_cursor(key, (cur.created_at, cur.id), descending=order == "desc"))
     q = q.order_by(*(k.desc() for k in key)) if order == "desc" else q.order_by(*key)
     rows = session.scalars(q.limit(limit + 1)).all()
     return page([file_obj(f) for f in rows[:limit]], len(rows) > limit)
 
 
-@router.get("/{file_id}")
-def retrieve_file(file_id: str, session: SessionDep, owner: OwnerDep) -> dict:
+@router.get("/{file_id}", response_model=FileObject, responses=ERRORS)
+def retrieve_file(file_id: str, session: ReadSessionDep, owner: OwnerDep) -> dict:
     return file_obj(get_owned(session, owner, file_id))
 
 
-@router.get("/{file_id}/content")
-def file_content(file_id: str, session: SessionDep, owner: OwnerDep, st: StateDep) -> StreamingResponse:
-    f = get_owned(session, owner, file_id)
-    if not st.store.path(f.id).exists():
-        raise APIError(404, f"The content of file '{file_id}' is gone from the file store.", code="not_found")
-    return StreamingResponse(st.store.iter_bytes(f.id), media_type="application/octet-stream",
-                             headers={"Content-Length": str(f.bytes),
-                                      "Content-Disposition": f'attachment; filename="{f.filename}"'})
+@router.get("/{file_id}/content", response_class=FileResponse, responses={
+    200: {"content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}, **ERRORS})
+def file_content(file_id: str, owner: OwnerDep, st: StateDep) -> FileResponse:
+    """Look the row up in a short read transaction, then stream with no session (nor connection) held.
+
+    A download of 200 MB takes seconds to minutes; a session held that long pins
+    a pooled connection (PostgreSQL) or a WAL snapshot (SQLite) for all of it.
+    """
+    with st.readers() as s:
+        f = get_owned(s, owner, file_id)
+        name, path = f.filename, st.store.path(f.id)
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        raise APIError(404, f"The content of file '{file_id}' is gone from the file store.", code="not_found") from None
+    # FileResponse writes Content-Disposition with RFC 5987's filename* whenever the name is not plain ASCII.
+    return FileResponse(path, media_type="application/octet-stream", filename=name, stat_result=stat)
 
 
-@router.delete("/{file_id}")
+@router.delete("/{file_id}", response_model=FileDeleted, responses=ERRORS)
 def delete_file(file_id: str, session: SessionDep, owner: OwnerDep, st: StateDep) -> dict:
     f = get_owned(session, owner, file_id)
     session.delete(f)
