@@ -30,7 +30,7 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
         app.include_router(r)
 
     @app.get("/health", response_model=Health)
-    def health() -> dict:
+    async def health() -> dict:
         return {"status": "ok"}
 
     app.openapi = lambda: _openapi(app)

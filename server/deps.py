@@ -4,14 +4,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import dataclass
-from typing import Annotated, Iterator
+from typing import Annotated, Any, Callable, Iterator, TypeVar
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.config import Settings
 from core.storage import FileStore
 from server.errors import APIError
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -23,7 +26,9 @@ class AppState:
     model_names: list[str]
 
 
-def state(request: Request) -> AppState:
+# `state` and `owner` are async: FastAPI runs a sync dependency in the threadpool, and at 200 polls/s
+# each hop costs more than the whole database read.
+async def state(request: Request) -> AppState:
     return request.app.state.blend
 
 
@@ -32,10 +37,17 @@ def session(st: Annotated[AppState, Depends(state)]) -> Iterator[Session]:
         yield s
 
 
-def read_session(st: Annotated[AppState, Depends(state)]) -> Iterator[Session]:
-    """For routes that only read: 200 polls a second must never queue behind, or delay, a result write."""
-    with st.readers() as s:
-        yield s
+async def read(st: AppState, fn: Callable[..., T], *args: Any) -> T:
+    """Run fn(session, *args) in one threadpool hop, in a read-only session that is closed before it returns.
+
+    For routes that only read: 200 polls a second must never queue behind, or
+    delay, a result write (the read-only engine never takes SQLite's write lock).
+    """
+    def run() -> T:
+        with st.readers() as s:
+            return fn(s, *args)
+
+    return await run_in_threadpool(run)
 
 
 def owner_of_key(key: str) -> str:
@@ -43,7 +55,7 @@ def owner_of_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-def owner(request: Request, st: Annotated[AppState, Depends(state)]) -> str:
+async def owner(request: Request, st: Annotated[AppState, Depends(state)]) -> str:
     """Who is calling. With no keys configured everything belongs to "" (loopback-only deployment)."""
     keys = st.settings.api_key_list()
     if not keys:
@@ -61,5 +73,4 @@ def owner(request: Request, st: Annotated[AppState, Depends(state)]) -> str:
 
 StateDep = Annotated[AppState, Depends(state)]
 SessionDep = Annotated[Session, Depends(session)]
-ReadSessionDep = Annotated[Session, Depends(read_session)]
 OwnerDep = Annotated[str, Depends(owner)]

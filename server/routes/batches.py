@@ -10,13 +10,14 @@ from sqlalchemy import select, update
 from core.jobs import batch_stats
 from core.models import Batch
 from core.ids import new_id
-from server.deps import OwnerDep, ReadSessionDep, SessionDep, StateDep
+from server.deps import OwnerDep, SessionDep, StateDep, read
 from server.errors import APIError, not_found
 from server.expiry import ExpiresAfter
 from server.pagination import after_cursor
 from server.routes.files import get_owned
 from server.schemas import ERRORS, BatchList, BatchObject
 from server.serialize import batch_obj, page
+from server.status import batch_status
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"])
 
@@ -81,8 +82,12 @@ def create_batch(req: CreateBatch, session: SessionDep, owner: OwnerDep, st: Sta
 
 
 @router.get("", response_model=BatchList, responses=ERRORS)
-def list_batches(session: ReadSessionDep, owner: OwnerDep, after: str | None = None,
-                 limit: int = Query(20, ge=1, le=100)) -> dict:
+async def list_batches(st: StateDep, owner: OwnerDep, after: str | None = None,
+                       limit: int = Query(20, ge=1, le=100)) -> dict:
+    return await read(st, _list_batches, owner, after, limit)
+
+
+def _list_batches(session, owner: str, after: str | None, limit: int) -> dict:
     q = select(Batch).where(Batch.owner == owner)
     if after:
         cur = get_owned_batch(session, owner, after)
@@ -94,8 +99,8 @@ def list_batches(session: ReadSessionDep, owner: OwnerDep, after: str | None = N
 
 
 @router.get("/{batch_id}", response_model=BatchObject, responses=ERRORS)
-def retrieve_batch(batch_id: str, session: ReadSessionDep, owner: OwnerDep) -> dict:
-    return render(session, get_owned_batch(session, owner, batch_id))
+async def retrieve_batch(batch_id: str, st: StateDep, owner: OwnerDep) -> dict:
+    return await read(st, batch_status, owner, batch_id)
 
 
 @router.post("/{batch_id}/cancel", response_model=BatchObject, responses=ERRORS)

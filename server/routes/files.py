@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from core.ids import new_id
 from core.models import File
-from server.deps import OwnerDep, ReadSessionDep, SessionDep, StateDep
+from server.deps import OwnerDep, SessionDep, StateDep, read
 from server.errors import APIError, not_found
 from server.expiry import expires_at, form_expires_after
 from server.pagination import after_cursor
@@ -65,9 +65,13 @@ async def create_file(request: Request, st: StateDep, owner: OwnerDep) -> dict:
 
 
 @router.get("", response_model=FileList, responses=ERRORS)
-def list_files(session: ReadSessionDep, owner: OwnerDep, purpose: str | None = None,
-               limit: int = Query(10000, ge=1, le=10000), after: str | None = None,
-               order: Literal["asc", "desc"] = "desc") -> dict:
+async def list_files(st: StateDep, owner: OwnerDep, purpose: str | None = None,
+                     limit: int = Query(10000, ge=1, le=10000), after: str | None = None,
+                     order: Literal["asc", "desc"] = "desc") -> dict:
+    return await read(st, _list_files, owner, purpose, limit, after, order)
+
+
+def _list_files(session, owner: str, purpose: str | None, limit: int, after: str | None, order: str) -> dict:
     q = select(File).where(File.owner == owner)
     if purpose:
         q = q.where(File.purpose == purpose)
@@ -81,25 +85,28 @@ def list_files(session: ReadSessionDep, owner: OwnerDep, purpose: str | None = N
 
 
 @router.get("/{file_id}", response_model=FileObject, responses=ERRORS)
-def retrieve_file(file_id: str, session: ReadSessionDep, owner: OwnerDep) -> dict:
-    return file_obj(get_owned(session, owner, file_id))
+async def retrieve_file(file_id: str, st: StateDep, owner: OwnerDep) -> dict:
+    return await read(st, lambda s: file_obj(get_owned(s, owner, file_id)))
 
 
 @router.get("/{file_id}/content", response_class=FileResponse, responses={
     200: {"content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}, **ERRORS})
-def file_content(file_id: str, owner: OwnerDep, st: StateDep) -> FileResponse:
+async def file_content(file_id: str, owner: OwnerDep, st: StateDep) -> FileResponse:
     """Look the row up in a short read transaction, then stream with no session (nor connection) held.
 
     A download of 200 MB takes seconds to minutes; a session held that long pins
     a pooled connection (PostgreSQL) or a WAL snapshot (SQLite) for all of it.
     """
-    with st.readers() as s:
+    def lookup(s):
         f = get_owned(s, owner, file_id)
-        name, path = f.filename, st.store.path(f.id)
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        raise APIError(404, f"The content of file '{file_id}' is gone from the file store.", code="not_found") from None
+        path = st.store.path(f.id)
+        try:
+            return f.filename, path, path.stat()
+        except FileNotFoundError:
+            raise APIError(404, f"The content of file '{file_id}' is gone from the file store.",
+                           code="not_found") from None
+
+    name, path, stat = await read(st, lookup)
     # FileResponse writes Content-Disposition with RFC 5987's filename* whenever the name is not plain ASCII.
     return FileResponse(path, media_type="application/octet-stream", filename=name, stat_result=stat)
 

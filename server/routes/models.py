@@ -15,12 +15,12 @@ def model_obj(name: str) -> dict:
 
 
 @router.get("", response_model=ModelList, responses=ERRORS)
-def list_models(st: StateDep, _: OwnerDep) -> dict:
+async def list_models(st: StateDep, _: OwnerDep) -> dict:
     return {"object": "list", "data": [model_obj(m) for m in st.model_names]}
 
 
 @router.get("/{model_id:path}", response_model=ModelObject, responses=ERRORS)
-def retrieve_model(model_id: str, st: StateDep, _: OwnerDep) -> dict:
+async def retrieve_model(model_id: str, st: StateDep, _: OwnerDep) -> dict:
     if model_id not in st.model_names:
         raise not_found("model", model_id)
     return model_obj(model_id)
