@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from core.config import Settings
@@ -12,7 +12,7 @@ from core.migrate import upgrade
 from core.served import model_names
 from core.storage import FileStore
 from server import errors
-from server.deps import AppState
+from server.deps import AppState, clean_params
 from server.routes import batches, files, models
 from server.schemas import Health
 
@@ -27,24 +27,34 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
                                store=FileStore(settings.files_dir), model_names=model_names(settings))
     errors.install(app)
     for r in (files.router, batches.router, models.router):
-        app.include_router(r)
+        app.include_router(r, dependencies=[Depends(clean_params)])
 
     @app.get("/health", response_model=Health)
     async def health() -> dict:
         return {"status": "ok"}
 
-    app.openapi = lambda: _openapi(app)
+    app.openapi = lambda: _openapi(app, settings)
     return app
 
 
-def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's schema, less the 422 it documents for every route: invalid requests answer 400 here, as OpenAI's do."""
+def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
+    """FastAPI's schema, less the 422 it documents for every route (invalid requests answer 400 here, as
+    OpenAI's do), with this deployment's completion windows and, with keys set, its bearer auth."""
     if app.openapi_schema is None:
         schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
         for path in schema.get("paths", {}).values():
             for op in path.values():
                 op.get("responses", {}).pop("422", None)
+        components = schema.setdefault("components", {})
         for name in ("HTTPValidationError", "ValidationError"):
-            schema.get("components", {}).get("schemas", {}).pop(name, None)
+            components.get("schemas", {}).pop(name, None)
+        create = components.get("schemas", {}).get("CreateBatch", {}).get("properties", {})
+        if "completion_window" in create:
+            create["completion_window"]["enum"] = list(settings.window_seconds())
+        if settings.api_key_list():
+            components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+            for path, ops in schema["paths"].items():
+                for op in ops.values():
+                    op["security"] = [] if path == "/health" else [{"bearer": []}]
         app.openapi_schema = schema
     return app.openapi_schema

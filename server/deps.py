@@ -71,6 +71,15 @@ async def owner(request: Request, st: Annotated[AppState, Depends(state)]) -> st
     raise APIError(401, "Incorrect API key provided.", code="invalid_api_key")
 
 
+async def clean_params(request: Request) -> None:
+    """A NUL in a path or query parameter is refused up front: PostgreSQL rejects NUL in any text parameter
+    (a 500 from the driver), and no object id or filter value contains one."""
+    for k, v in (*request.path_params.items(), *request.query_params.multi_items()):
+        if "\x00" in k or "\x00" in str(v):
+            raise APIError(400, f"Invalid value for '{k[:64]}': NUL characters are not allowed.",
+                           param=k[:64].replace("\x00", ""), code="invalid_value")
+
+
 StateDep = Annotated[AppState, Depends(state)]
 SessionDep = Annotated[Session, Depends(session)]
 OwnerDep = Annotated[str, Depends(owner)]

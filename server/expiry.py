@@ -22,11 +22,14 @@ class ExpiresAfter(BaseModel):
 
 
 def form_expires_after(fields: dict[str, str], name: str) -> int | None:
-    """The policy from multipart fields `name[anchor]` and `name[seconds]` (how the OpenAI SDK sends it)."""
+    """The policy from multipart fields `name[anchor]` and `name[seconds]` (how the OpenAI SDK sends it).
+
+    `anchor` may be left out (its only value is the default, as in OpenAI's Ruby SDK); `seconds` may not.
+    """
     anchor, seconds = fields.get(f"{name}[anchor]"), fields.get(f"{name}[seconds]")
     if anchor is None and seconds is None:
         return None
-    if anchor != "created_at":
+    if anchor is not None and anchor != "created_at":
         raise APIError(400, f"Invalid value for '{name}.anchor': the supported anchor is 'created_at'.",
                        param=f"{name}.anchor", code="invalid_value")
     if seconds is None or not seconds.strip().isdigit() or not MIN_SECONDS <= int(seconds) <= MAX_SECONDS:

@@ -140,7 +140,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {400: _ERR, 401: _ERR, 404: _ERR, 409:
 
 # The upload route parses its multipart body itself (streamed to disk); this documents it.
 UPLOAD_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
-    "type": "object", "required": ["file", "purpose"],
+    "type": "object", "required": ["file", "purpose"], "additionalProperties": False,
+    "dependentRequired": {"expires_after[anchor]": ["expires_after[seconds]"]},
     "properties": {
         "file": {"type": "string", "format": "binary"},
         "purpose": {"type": "string", "enum": ["batch"]},

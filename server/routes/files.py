@@ -22,6 +22,7 @@ from server.upload import receive_upload
 router = APIRouter(prefix="/v1/files", tags=["files"])
 
 UPLOAD_PURPOSES = ("batch",)
+FORM_FIELDS = {"purpose", "expires_after[anchor]", "expires_after[seconds]"}
 
 
 def get_owned(session, owner: str, file_id: str) -> File:
@@ -40,6 +41,10 @@ async def create_file(request: Request, st: StateDep, owner: OwnerDep) -> dict:
     file_id = new_id("file-")
     with st.store.open_writer(file_id) as writer:
         up = await receive_upload(request.headers.get("content-type", ""), request.stream(), writer, limit)
+        unknown = sorted(set(up.fields) - FORM_FIELDS)
+        if unknown:
+            raise APIError(400, f"Unrecognized request argument supplied: {unknown[0][:64]!r}.",
+                           param=unknown[0][:64], code="unknown_parameter")
         purpose = up.fields.get("purpose")
         if purpose is None:
             raise APIError(400, "Missing required parameter: 'purpose'.", param="purpose", code="missing_required_parameter")
