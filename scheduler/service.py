@@ -26,6 +26,7 @@ from core.models import Lease
 from core.served import model_paths
 from core.storage import FileStore
 from scheduler import intake, lifecycle, planning
+from scheduler import retention
 from scheduler.validation import ModelInfo
 
 log = logging.getLogger("blendserve.scheduler")
@@ -98,6 +99,7 @@ class Scheduler:
         intake.tokenize_queued(self.sessions, self.store, self._models)
         planning.plan_round(self.sessions, self.settings, self.policy)
         lifecycle.settle(self.sessions, self.store)
+        retention.sweep_if_due(self.sessions, self.store)
 
     def run(self, stop: threading.Event | None = None) -> None:
         stop = stop or threading.Event()

@@ -15,6 +15,7 @@ from server import errors
 from server.deps import AppState, clean_params
 from server.routes import batches, files, models
 from server.schemas import Health
+from server.status import StatusCache
 
 
 def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
@@ -24,7 +25,9 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
     app = FastAPI(title="BlendServe", version="0.1.0")
     app.state.blend = AppState(settings=settings, sessions=make_sessionmaker(make_engine(settings.db_url)),
                                readers=make_sessionmaker(make_engine(settings.db_url, readonly=True)),
-                               store=FileStore(settings.files_dir), model_names=model_names(settings))
+                               store=FileStore(settings.files_dir), model_names=model_names(settings),
+                               status_cache=StatusCache(settings.status_cache_s))
+    app.state.blend.store.sweep_temp()     # uploads cut off by a crash; live ones keep their mtime fresh
     errors.install(app)
     for r in (files.router, batches.router, models.router):
         app.include_router(r, dependencies=[Depends(clean_params)])

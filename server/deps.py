@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from core.config import Settings
 from core.storage import FileStore
 from server.errors import APIError
+from server.status import StatusCache
 
 T = TypeVar("T")
 
@@ -24,6 +25,7 @@ class AppState:
     readers: sessionmaker[Session]     # GET routes: a deferred read snapshot that never takes the write lock
     store: FileStore
     model_names: list[str]
+    status_cache: StatusCache
 
 
 # `state` and `owner` are async: FastAPI runs a sync dependency in the threadpool, and at 200 polls/s
