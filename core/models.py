@@ -135,3 +135,11 @@ class Lease(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     holder: Mapped[str | None] = mapped_column(String(128))
     until: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+# History out of the hot path (migration 0006): done chunks pile up with every batch ever run, and the
+# planner asks which models have pending chunks and for chunks by seq each round. Request rows need
+# nothing new: every planner query on them goes through ix_requests_status_model, which finished
+# rows (completed, failed, cancelled, expired) never enter.
+Index("ix_chunks_status_model", Chunk.status, Chunk.model)
+Index("ix_chunks_seq", Chunk.seq)
