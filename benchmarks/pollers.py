@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import tempfile
 import threading
@@ -133,9 +134,13 @@ def main() -> None:
                       prefix="You are a helpful assistant. Answer briefly. ")
     results = []
     for rep in range(args.repeats):
-        quiet = one_run(rows, models, 0, args.max_s)
-        loud = one_run(rows, models, args.rate, args.max_s)
-        one = {"repeat": rep, "quiet": quiet, "polled": loud,
+        if rep % 2 == 0:        # alternate which goes first: the shared machine's load drifts
+            quiet = one_run(rows, models, 0, args.max_s)
+            loud = one_run(rows, models, args.rate, args.max_s)
+        else:
+            loud = one_run(rows, models, args.rate, args.max_s)
+            quiet = one_run(rows, models, 0, args.max_s)
+        one = {"repeat": rep, "load_avg": os.getloadavg()[0], "quiet": quiet, "polled": loud,
                "ratio": round(loud["run_tok_s"] / quiet["run_tok_s"], 3)}
         results.append(one)
         print(json.dumps(one), flush=True)

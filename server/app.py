@@ -14,6 +14,7 @@ from core.storage import FileStore
 from server import errors
 from server.deps import AppState, clean_params
 from server.routes import batches, files, models
+from server.fastpath import StatusFastPath
 from server.schemas import Health
 from server.status import StatusCache
 
@@ -31,6 +32,8 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
     errors.install(app)
     for r in (files.router, batches.router, models.router):
         app.include_router(r, dependencies=[Depends(clean_params)])
+
+    app.add_middleware(StatusFastPath, state=app.state.blend)
 
     @app.get("/health", response_model=Health)
     async def health() -> dict:

@@ -59,10 +59,13 @@ def owner_of_key(key: str) -> str:
 
 async def owner(request: Request, st: Annotated[AppState, Depends(state)]) -> str:
     """Who is calling. With no keys configured everything belongs to "" (loopback-only deployment)."""
-    keys = st.settings.api_key_list()
+    return caller(st.settings.api_key_list(), request.headers.get("authorization", ""))
+
+
+def caller(keys: list[str], auth: str) -> str:
+    """The owner an Authorization header speaks for; APIError 401 if it speaks for none."""
     if not keys:
         return ""
-    auth = request.headers.get("authorization", "")
     scheme, _, token = auth.partition(" ")
     if scheme.lower() != "bearer" or not token:
         raise APIError(401, "You didn't provide an API key. Pass it as 'Authorization: Bearer YOUR_KEY'.",
