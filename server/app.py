@@ -25,7 +25,7 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
         upgrade(settings.db_url)
     app = FastAPI(title="BlendServe", version="0.1.0")
     app.state.blend = AppState(settings=settings, sessions=make_sessionmaker(make_engine(settings.db_url)),
-                               readers=make_sessionmaker(make_engine(settings.db_url, readonly=True)),
+                               read_sessions=make_sessionmaker(make_engine(settings.db_url, readonly=True)),
                                store=FileStore(settings.files_dir), model_names=model_names(settings),
                                status_cache=StatusCache(settings.status_cache_s))
     app.state.blend.store.sweep_temp()     # uploads cut off by a crash; live ones keep their mtime fresh
@@ -61,6 +61,6 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
             components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             for path, ops in schema["paths"].items():
                 for op in ops.values():
-                    op["security"] = [] if path == "/health" else [{"bearer": []}]
+                    op["security"] = [{"bearer": []}] if path.startswith("/v1/") else []
         app.openapi_schema = schema
     return app.openapi_schema

@@ -22,7 +22,7 @@ T = TypeVar("T")
 class AppState:
     settings: Settings
     sessions: sessionmaker[Session]    # writers: BEGIN IMMEDIATE on SQLite
-    readers: sessionmaker[Session]     # GET routes: a deferred read snapshot that never takes the write lock
+    read_sessions: sessionmaker[Session]     # GET routes: a deferred read snapshot that never takes the write lock
     store: FileStore
     model_names: list[str]
     status_cache: StatusCache
@@ -46,7 +46,7 @@ async def read(st: AppState, fn: Callable[..., T], *args: Any) -> T:
     delay, a result write (the read-only engine never takes SQLite's write lock).
     """
     def run() -> T:
-        with st.readers() as s:
+        with st.read_sessions() as s:
             return fn(s, *args)
 
     return await run_in_threadpool(run)

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from core.jobs import BatchStats
 from core.models import Batch, Request
-from server.errors import not_found
+from server.errors import check_id, not_found
 from server.serialize import batch_obj
 
 _batches = Batch.__table__
@@ -43,7 +43,7 @@ _STATS = select(
 def batch_status(session: Session, owner: str, batch_id: str) -> dict:
     """The batch object, as batch_obj renders it, in two indexed reads."""
     conn = session.connection()
-    row = conn.execute(_BATCH, {"id": batch_id}).mappings().first()
+    row = conn.execute(_BATCH, {"id": check_id("batch", batch_id)}).mappings().first()
     if row is None or row["owner"] != owner:
         raise not_found("batch", batch_id)
     stats = BatchStats(*(int(v or 0) for v in conn.execute(_STATS, {"id": batch_id}).one()))

@@ -12,7 +12,7 @@ from core.jobs import batch_stats
 from core.models import Batch
 from core.ids import new_id
 from server.deps import OwnerDep, SessionDep, StateDep, read
-from server.errors import APIError, not_found
+from server.errors import APIError, check_id, not_found
 from server.expiry import ExpiresAfter
 from server.pagination import after_cursor
 from server.routes.files import get_owned
@@ -55,7 +55,7 @@ class CreateBatch(BaseModel):
 
 
 def get_owned_batch(session, owner: str, batch_id: str) -> Batch:
-    b = session.get(Batch, batch_id)
+    b = session.get(Batch, check_id("batch", batch_id))
     if b is None or b.owner != owner:
         raise not_found("batch", batch_id)
     return b

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from core.ids import new_id
 from core.models import File
 from server.deps import OwnerDep, SessionDep, StateDep, read
-from server.errors import APIError, not_found
+from server.errors import APIError, check_id, not_found
 from server.expiry import expires_at, form_expires_after
 from server.pagination import after_cursor
 from server.schemas import ERRORS, FileDeleted, FileList, FileObject, UPLOAD_BODY
@@ -26,7 +26,7 @@ FORM_FIELDS = {"purpose", "expires_after[anchor]", "expires_after[seconds]"}
 
 
 def get_owned(session, owner: str, file_id: str) -> File:
-    f = session.get(File, file_id)
+    f = session.get(File, check_id("file", file_id))
     if f is None or f.owner != owner:
         raise not_found("file", file_id)
     return f
