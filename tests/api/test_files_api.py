@@ -130,3 +130,16 @@ def test_expires_after_on_upload(deployment):
         with pytest.raises(openai.BadRequestError) as e:
             c.files.create(file=("b.jsonl", data), purpose="batch", expires_after=bad)
         assert e.value.body["param"].startswith("expires_after")
+
+
+def test_ids_postgresql_cannot_hold_are_refused_not_500(deployment):
+    """NUL and unpaired surrogates in an id (body, path or query) never reach the database driver."""
+    base = deployment.base_url
+    for bad in ("x\u0000y", "\ud80a", "a" * 100):
+        r = httpx.post(f"{base}/batches", content=json.dumps({"input_file_id": bad, "endpoint": "/v1/chat/completions",
+                                                              "completion_window": "24h"}),
+                       headers={"content-type": "application/json"})
+        assert r.status_code == 404, (bad, r.text)
+    assert httpx.get(f"{base}/batches/x%00y").status_code == 400
+    assert httpx.get(f"{base}/files", params={"after": "x\u0000y"}).status_code == 400
+    assert httpx.get(f"{base}/files", params={"after": "file-nope"}).status_code == 404
