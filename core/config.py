@@ -26,7 +26,8 @@ class Settings(BaseSettings):
     max_file_bytes: int = 200 * 1024 * 1024
     max_requests_per_file: int = 50_000
     completion_windows: str = "24h"           # comma separated durations accepted for completion_window
-    file_expiry_seconds: int = 30 * 24 * 3600
+    file_expiry_seconds: int = 30 * 24 * 3600   # default expires_after of purpose=batch uploads; 0 = never
+    status_cache_s: float = 0.25              # how stale a status poll (GET /v1/batches/{id}) may be; 0 = never
 
     # Dynamic batching of planning rounds (DESIGN.md section 2).
     plan_max_requests: int = 4096             # N_max

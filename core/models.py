@@ -24,7 +24,7 @@ class File(Base):
     purpose: Mapped[str] = mapped_column(String(32))
     bytes: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[int] = mapped_column(Integer, index=True)
-    expires_at: Mapped[int | None] = mapped_column(Integer)
+    expires_at: Mapped[int | None] = mapped_column(Integer, index=True)   # index: retention's sweep (0006)
 
 
 class Batch(Base):
@@ -53,6 +53,10 @@ class Batch(Base):
     total: Mapped[int] = mapped_column(Integer, default=0)
     # When the first of its requests was handed to an engine: in_progress -> first run is the planning wait.
     first_run_at: Mapped[float | None] = mapped_column(Float)
+
+    # Retention (migration 0006): output_expires_after.seconds; its output and error files expire that long
+    # after they are written (scheduler/retention.py stamps and deletes them).
+    output_expires_after_s: Mapped[int | None] = mapped_column(Integer)
 
 
 class Request(Base):
@@ -136,3 +140,11 @@ class Lease(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     holder: Mapped[str | None] = mapped_column(String(128))
     until: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+# History out of the hot path (migration 0006): done chunks pile up with every batch ever run, and the
+# planner asks which models have pending chunks and for chunks by seq each round. Request rows need
+# nothing new: every planner query on them goes through ix_requests_status_model, which finished
+# rows (completed, failed, cancelled, expired) never enter.
+Index("ix_chunks_status_model", Chunk.status, Chunk.model)
+Index("ix_chunks_seq", Chunk.seq)

@@ -7,6 +7,7 @@ bucket) under the same path is the scale-out store.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
@@ -32,6 +33,22 @@ class FileStore:
 
     def delete(self, file_id: str) -> None:
         self.path(file_id).unlink(missing_ok=True)
+
+    def sweep_temp(self, max_age_s: float = 3600.0) -> int:
+        """Delete temporary files of writers that died (a crash mid-upload or mid-finalize); returns how many.
+
+        Only files untouched for max_age_s: a live writer (in this process or another, on this host or
+        another sharing the store) keeps its file's mtime fresh, and pids mean nothing across hosts.
+        """
+        cutoff, n = time.time() - max_age_s, 0
+        for p in self.root.glob(".*.tmp"):
+            try:
+                if p.stat().st_mtime < cutoff:
+                    p.unlink()
+                    n += 1
+            except FileNotFoundError:
+                pass
+        return n
 
 
 class AtomicWriter:

@@ -35,6 +35,7 @@ from core.storage import FileStore
 from scheduler import intake, lifecycle, planning, priority
 from scheduler.backoff import Backoff
 from scheduler.fencing import FencedSessions, LostLease
+from scheduler import retention
 from scheduler.validation import ModelInfo
 
 log = logging.getLogger("blendserve.scheduler")
@@ -121,6 +122,7 @@ class Scheduler:
         intake.tokenize_queued(self.sessions, self.store, self._models)
         planning.plan_round(self.sessions, self.settings, self.policy, readers=self.readers, backoff=self.backoff)
         lifecycle.settle(self.sessions, self.store, backoff=self.backoff)
+        retention.sweep_if_due(self.sessions, self.store)
 
     def _validate_next(self) -> None:
         """Validate the oldest batch not waiting to retry; one that keeps raising fails alone."""

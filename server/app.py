@@ -1,7 +1,10 @@
 """The API role: an OpenAI-compatible Files + Batches HTTP service over the job table."""
 from __future__ import annotations
 
-from fastapi import FastAPI
+from typing import Any
+
+from fastapi import Depends, FastAPI
+from fastapi.openapi.utils import get_openapi
 
 from core.config import Settings
 from core.db import make_engine, make_sessionmaker
@@ -9,8 +12,10 @@ from core.migrate import upgrade
 from core.served import model_names
 from core.storage import FileStore
 from server import errors
-from server.deps import AppState
+from server.deps import AppState, clean_params
+from server.fastpath import StatusFastPath
 from server.routes import batches, dashboard, files, models, ops
+from server.status import StatusCache
 
 
 def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
@@ -20,8 +25,36 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
     app = FastAPI(title="BlendServe", version="0.1.0")
     app.state.blend = AppState(settings=settings, sessions=make_sessionmaker(make_engine(settings.db_url)),
                                read_sessions=make_sessionmaker(make_engine(settings.db_url, readonly=True)),
-                               store=FileStore(settings.files_dir), model_names=model_names(settings))
+                               store=FileStore(settings.files_dir), model_names=model_names(settings),
+                               status_cache=StatusCache(settings.status_cache_s))
+    app.state.blend.store.sweep_temp()     # uploads cut off by a crash; live ones keep their mtime fresh
     errors.install(app)
     for r in (files.router, batches.router, models.router, ops.router, dashboard.router):
-        app.include_router(r)
+        app.include_router(r, dependencies=[Depends(clean_params)])
+
+    app.add_middleware(StatusFastPath, state=app.state.blend)
+    app.openapi = lambda: _openapi(app, settings)
     return app
+
+
+def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
+    """FastAPI's schema, less the 422 it documents for every route (invalid requests answer 400 here, as
+    OpenAI's do), with this deployment's completion windows and, with keys set, its bearer auth."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+        for path in schema.get("paths", {}).values():
+            for op in path.values():
+                op.get("responses", {}).pop("422", None)
+        components = schema.setdefault("components", {})
+        for name in ("HTTPValidationError", "ValidationError"):
+            components.get("schemas", {}).pop(name, None)
+        create = components.get("schemas", {}).get("CreateBatch", {}).get("properties", {})
+        if "completion_window" in create:
+            create["completion_window"]["enum"] = list(settings.window_seconds())
+        if settings.api_key_list():
+            components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+            for path, ops in schema["paths"].items():
+                for op in ops.values():
+                    op["security"] = [{"bearer": []}] if path.startswith("/v1/") else []
+        app.openapi_schema = schema
+    return app.openapi_schema

@@ -1,29 +1,36 @@
 """Per-request dependencies: the database session, the file store and the caller's identity."""
 from __future__ import annotations
 
-import hashlib
 import hmac
 from dataclasses import dataclass
-from typing import Annotated, Iterator
+from typing import Annotated, Any, Callable, Iterator, TypeVar
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.config import Settings
+from core.owners import owner_of_key
 from core.storage import FileStore
 from server.errors import APIError
+from server.status import StatusCache
+
+T = TypeVar("T")
 
 
 @dataclass
 class AppState:
     settings: Settings
-    sessions: sessionmaker[Session]
-    read_sessions: sessionmaker[Session]     # never takes the SQLite write lock (core.db, readonly=True)
+    sessions: sessionmaker[Session]    # writers: BEGIN IMMEDIATE on SQLite
+    read_sessions: sessionmaker[Session]     # GET routes: a deferred read snapshot that never takes the write lock
     store: FileStore
     model_names: list[str]
+    status_cache: StatusCache
 
 
-def state(request: Request) -> AppState:
+# `state` and `owner` are async: FastAPI runs a sync dependency in the threadpool, and at 200 polls/s
+# each hop costs more than the whole database read.
+async def state(request: Request) -> AppState:
     return request.app.state.blend
 
 
@@ -32,17 +39,28 @@ def session(st: Annotated[AppState, Depends(state)]) -> Iterator[Session]:
         yield s
 
 
-def owner_of_key(key: str) -> str:
-    """Objects are owned by a digest of the key, never the key itself."""
-    return hashlib.sha256(key.encode()).hexdigest()[:32]
+async def read(st: AppState, fn: Callable[..., T], *args: Any) -> T:
+    """Run fn(session, *args) in one threadpool hop, in a read-only session that is closed before it returns.
+
+    For routes that only read: 200 polls a second must never queue behind, or
+    delay, a result write (the read-only engine never takes SQLite's write lock).
+    """
+    def run() -> T:
+        with st.read_sessions() as s:
+            return fn(s, *args)
+
+    return await run_in_threadpool(run)
 
 
-def owner(request: Request, st: Annotated[AppState, Depends(state)]) -> str:
+async def owner(request: Request, st: Annotated[AppState, Depends(state)]) -> str:
     """Who is calling. With no keys configured everything belongs to "" (loopback-only deployment)."""
-    keys = st.settings.api_key_list()
+    return caller(st.settings.api_key_list(), request.headers.get("authorization", ""))
+
+
+def caller(keys: list[str], auth: str) -> str:
+    """The owner an Authorization header speaks for; APIError 401 if it speaks for none."""
     if not keys:
         return ""
-    auth = request.headers.get("authorization", "")
     scheme, _, token = auth.partition(" ")
     if scheme.lower() != "bearer" or not token:
         raise APIError(401, "You didn't provide an API key. Pass it as 'Authorization: Bearer YOUR_KEY'.",
@@ -51,6 +69,15 @@ def owner(request: Request, st: Annotated[AppState, Depends(state)]) -> str:
         if hmac.compare_digest(k.encode(), token.strip().encode()):
             return owner_of_key(k)
     raise APIError(401, "Incorrect API key provided.", code="invalid_api_key")
+
+
+async def clean_params(request: Request) -> None:
+    """A NUL in a path or query parameter is refused up front: PostgreSQL rejects NUL in any text parameter
+    (a 500 from the driver), and no object id or filter value contains one."""
+    for k, v in (*request.path_params.items(), *request.query_params.multi_items()):
+        if "\x00" in k or "\x00" in str(v):
+            raise APIError(400, f"Invalid value for '{k[:64]}': NUL characters are not allowed.",
+                           param=k[:64].replace("\x00", ""), code="invalid_value")
 
 
 StateDep = Annotated[AppState, Depends(state)]

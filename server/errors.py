@@ -1,6 +1,8 @@
 """OpenAI-shaped errors: {"error": {"message", "type", "param", "code"}} with OpenAI's status codes."""
 from __future__ import annotations
 
+import re
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -18,6 +20,17 @@ class APIError(Exception):
 
 def not_found(kind: str, obj_id: str) -> APIError:
     return APIError(404, f"No {kind} found with id '{obj_id}'.", param="id", code="not_found")
+
+
+_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
+
+
+def check_id(kind: str, obj_id: str) -> str:
+    """Ids are ours (core.ids.new_id): anything else is not found without asking the database, which on
+    PostgreSQL would refuse a NUL or an unpaired surrogate in a parameter with a driver error (a 500)."""
+    if not _ID.fullmatch(obj_id):
+        raise APIError(404, f"No {kind} found with id {obj_id[:64]!a}.", param="id", code="not_found")
+    return obj_id
 
 
 def _body(status: int, message: str, param: str | None, code: str | None) -> dict:

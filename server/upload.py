@@ -10,12 +10,30 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
+from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from core.storage import AtomicWriter
 from server.errors import APIError
 
-_MAX_FIELD = 64 * 1024
+# Everything but the file is small and bounded, so no request can make the API hold more than ~100 KB.
+_MAX_FIELD = 4096          # bytes of one text field (purpose, expires_after[...])
+_MAX_FIELDS = 16           # text fields per form
+_MAX_HEADERS = 8192        # header bytes of one part
+MAX_FILENAME = 255         # characters; checked before a byte of the file is stored
+
+
+def _bad(message: str, param: str | None = None) -> APIError:
+    return APIError(400, message, param=param, code="invalid_request")
+
+
+def check_filename(name: str) -> str:
+    if len(name) > MAX_FILENAME:
+        raise APIError(400, f"The filename is longer than {MAX_FILENAME} characters.", param="file",
+                       code="invalid_value")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise APIError(400, "The filename contains control characters.", param="file", code="invalid_value")
+    return name
 
 
 @dataclass
@@ -23,6 +41,7 @@ class Upload:
     fields: dict[str, str] = field(default_factory=dict)
     filename: str | None = None
     size: int = 0
+    complete: bool = False     # the closing boundary arrived (a cut-off body must not store a partial file)
 
 
 async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: AtomicWriter, limit: int) -> Upload:
@@ -32,15 +51,27 @@ async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: 
         raise APIError(400, "Expected a multipart/form-data body with 'file' and 'purpose'.", code="invalid_request")
     up = Upload()
     part: dict = {}
+    n_parts = 0
 
     def on_part_begin() -> None:
+        nonlocal n_parts
+        n_parts += 1
+        if n_parts > _MAX_FIELDS + 1:
+            raise _bad(f"The form has more than {_MAX_FIELDS + 1} parts.")
         part.clear()
-        part.update(headers={}, name=None, buf=bytearray(), header_field=b"", header_value=b"")
+        part.update(headers={}, name=None, buf=bytearray(), header_field=b"", header_value=b"", header_bytes=0)
+
+    def _header_bytes(n: int) -> None:
+        part["header_bytes"] += n
+        if part["header_bytes"] > _MAX_HEADERS:
+            raise _bad(f"A form part has more than {_MAX_HEADERS} bytes of headers.")
 
     def on_header_field(data: bytes, start: int, end: int) -> None:
+        _header_bytes(end - start)
         part["header_field"] += data[start:end]
 
     def on_header_value(data: bytes, start: int, end: int) -> None:
+        _header_bytes(end - start)
         part["header_value"] += data[start:end]
 
     def on_header_end() -> None:
@@ -49,9 +80,13 @@ async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: 
 
     def on_headers_finished() -> None:
         _, disp = parse_options_header(part["headers"].get(b"content-disposition", b""))
-        part["name"] = disp.get(b"name", b"").decode()
+        part["name"] = disp.get(b"name", b"").decode(errors="replace")
         if part["name"] == "file":
-            up.filename = disp.get(b"filename", b"upload.jsonl").decode(errors="replace")
+            if up.filename is not None:
+                raise _bad("The form has more than one 'file' part.", "file")
+            up.filename = check_filename(disp.get(b"filename", b"upload.jsonl").decode(errors="replace"))
+        elif part["name"] in up.fields:
+            raise _bad(f"The form field '{part['name'][:64]}' appears twice.", part["name"][:64])
 
     def on_part_data(data: bytes, start: int, end: int) -> None:
         if part["name"] == "file":
@@ -63,7 +98,7 @@ async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: 
         else:
             part["buf"] += data[start:end]
             if len(part["buf"]) > _MAX_FIELD:
-                raise APIError(400, f"Form field '{part['name']}' is too long.", param=part["name"])
+                raise _bad(f"Form field '{part['name'][:64]}' is longer than {_MAX_FIELD} bytes.", part["name"][:64])
 
     def on_part_end() -> None:
         if part["name"] and part["name"] != "file":
@@ -72,9 +107,14 @@ async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: 
     parser = MultipartParser(params[b"boundary"], {
         "on_part_begin": on_part_begin, "on_header_field": on_header_field, "on_header_value": on_header_value,
         "on_header_end": on_header_end, "on_headers_finished": on_headers_finished,
-        "on_part_data": on_part_data, "on_part_end": on_part_end,
+        "on_part_data": on_part_data, "on_part_end": on_part_end, "on_end": lambda: setattr(up, "complete", True),
     })
-    async for chunk in body:
-        parser.write(chunk)
-    parser.finalize()
+    try:
+        async for chunk in body:
+            parser.write(chunk)
+        parser.finalize()
+    except MultipartParseError as e:
+        raise _bad(f"The multipart/form-data body is malformed: {e}") from None
+    if not up.complete:
+        raise _bad("The multipart/form-data body ended before its closing boundary.")
     return up

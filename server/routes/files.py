@@ -6,29 +6,33 @@ from typing import Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import StreamingResponse
+from fastapi.responses import FileResponse
 from sqlalchemy import select
 
 from core.ids import new_id
 from core.models import File
-from server.deps import OwnerDep, SessionDep, StateDep
-from server.errors import APIError, not_found
+from server.deps import OwnerDep, SessionDep, StateDep, read
+from server.errors import APIError, check_id, not_found
+from server.expiry import expires_at, form_expires_after
+from server.pagination import after_cursor
+from server.schemas import ERRORS, FileDeleted, FileList, FileObject, UPLOAD_BODY
 from server.serialize import file_obj, page
 from server.upload import receive_upload
 
 router = APIRouter(prefix="/v1/files", tags=["files"])
 
 UPLOAD_PURPOSES = ("batch",)
+FORM_FIELDS = {"purpose", "expires_after[anchor]", "expires_after[seconds]"}
 
 
 def get_owned(session, owner: str, file_id: str) -> File:
-    f = session.get(File, file_id)
+    f = session.get(File, check_id("file", file_id))
     if f is None or f.owner != owner:
         raise not_found("file", file_id)
     return f
 
 
-@router.post("")
+@router.post("", response_model=FileObject, responses=ERRORS, openapi_extra=UPLOAD_BODY)
 async def create_file(request: Request, st: StateDep, owner: OwnerDep) -> dict:
     limit = st.settings.max_file_bytes
     declared = request.headers.get("content-length")
@@ -37,6 +41,10 @@ async def create_file(request: Request, st: StateDep, owner: OwnerDep) -> dict:
     file_id = new_id("file-")
     with st.store.open_writer(file_id) as writer:
         up = await receive_upload(request.headers.get("content-type", ""), request.stream(), writer, limit)
+        unknown = sorted(set(up.fields) - FORM_FIELDS)
+        if unknown:
+            raise APIError(400, f"Unrecognized request argument supplied: {unknown[0][:64]!r}.",
+                           param=unknown[0][:64], code="unknown_parameter")
         purpose = up.fields.get("purpose")
         if purpose is None:
             raise APIError(400, "Missing required parameter: 'purpose'.", param="purpose", code="missing_required_parameter")
@@ -45,10 +53,13 @@ async def create_file(request: Request, st: StateDep, owner: OwnerDep) -> dict:
                            param="purpose", code="invalid_value")
         if up.filename is None:
             raise APIError(400, "Missing required parameter: 'file'.", param="file", code="missing_required_parameter")
+        lifetime = form_expires_after(up.fields, "expires_after")
+        if lifetime is None and st.settings.file_expiry_seconds > 0:
+            lifetime = st.settings.file_expiry_seconds    # OpenAI: purpose=batch files expire after 30 days
         await run_in_threadpool(writer.commit)
     now = int(time.time())
     row = File(id=file_id, owner=owner, filename=up.filename, purpose=purpose, bytes=up.size, created_at=now,
-               expires_at=None)
+               expires_at=expires_at(now, lifetime))
 
     def insert() -> dict:
         with st.sessions.begin() as s:
@@ -58,38 +69,54 @@ async def create_file(request: Request, st: StateDep, owner: OwnerDep) -> dict:
     return await run_in_threadpool(insert)
 
 
-@router.get("")
-def list_files(session: SessionDep, owner: OwnerDep, purpose: str | None = None,
-               limit: int = Query(10000, ge=1, le=10000), after: str | None = None,
-               order: Literal["asc", "desc"] = "desc") -> dict:
+@router.get("", response_model=FileList, responses=ERRORS)
+async def list_files(st: StateDep, owner: OwnerDep, purpose: str | None = None,
+                     limit: int = Query(10000, ge=1, le=10000), after: str | None = None,
+                     order: Literal["asc", "desc"] = "desc") -> dict:
+    return await read(st, _list_files, owner, purpose, limit, after, order)
+
+
+def _list_files(session, owner: str, purpose: str | None, limit: int, after: str | None, order: str) -> dict:
     q = select(File).where(File.owner == owner)
     if purpose:
         q = q.where(File.purpose == purpose)
     key = (File.created_at, File.id)
     if after:
         cur = get_owned(session, owner, after)
-        q = q.where(key < (cur.created_at, cur.id)) if order == "desc" else q.where(key > (cur.created_at, cur.id))
+        q = q.where(after_cursor(key, (cur.created_at, cur.id), descending=order == "desc"))
     q = q.order_by(*(k.desc() for k in key)) if order == "desc" else q.order_by(*key)
     rows = session.scalars(q.limit(limit + 1)).all()
     return page([file_obj(f) for f in rows[:limit]], len(rows) > limit)
 
 
-@router.get("/{file_id}")
-def retrieve_file(file_id: str, session: SessionDep, owner: OwnerDep) -> dict:
-    return file_obj(get_owned(session, owner, file_id))
+@router.get("/{file_id}", response_model=FileObject, responses=ERRORS)
+async def retrieve_file(file_id: str, st: StateDep, owner: OwnerDep) -> dict:
+    return await read(st, lambda s: file_obj(get_owned(s, owner, file_id)))
 
 
-@router.get("/{file_id}/content")
-def file_content(file_id: str, session: SessionDep, owner: OwnerDep, st: StateDep) -> StreamingResponse:
-    f = get_owned(session, owner, file_id)
-    if not st.store.path(f.id).exists():
-        raise APIError(404, f"The content of file '{file_id}' is gone from the file store.", code="not_found")
-    return StreamingResponse(st.store.iter_bytes(f.id), media_type="application/octet-stream",
-                             headers={"Content-Length": str(f.bytes),
-                                      "Content-Disposition": f'attachment; filename="{f.filename}"'})
+@router.get("/{file_id}/content", response_class=FileResponse, responses={
+    200: {"content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}, **ERRORS})
+async def file_content(file_id: str, owner: OwnerDep, st: StateDep) -> FileResponse:
+    """Look the row up in a short read transaction, then stream with no session (nor connection) held.
+
+    A download of 200 MB takes seconds to minutes; a session held that long pins
+    a pooled connection (PostgreSQL) or a WAL snapshot (SQLite) for all of it.
+    """
+    def lookup(s):
+        f = get_owned(s, owner, file_id)
+        path = st.store.path(f.id)
+        try:
+            return f.filename, path, path.stat()
+        except FileNotFoundError:
+            raise APIError(404, f"The content of file '{file_id}' is gone from the file store.",
+                           code="not_found") from None
+
+    name, path, stat = await read(st, lookup)
+    # FileResponse writes Content-Disposition with RFC 5987's filename* whenever the name is not plain ASCII.
+    return FileResponse(path, media_type="application/octet-stream", filename=name, stat_result=stat)
 
 
-@router.delete("/{file_id}")
+@router.delete("/{file_id}", response_model=FileDeleted, responses=ERRORS)
 def delete_file(file_id: str, session: SessionDep, owner: OwnerDep, st: StateDep) -> dict:
     f = get_owned(session, owner, file_id)
     session.delete(f)

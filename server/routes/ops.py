@@ -19,12 +19,9 @@ from sqlalchemy import func, select, text
 from core.models import Lease, Worker
 from server.deps import StateDep
 from server.metrics import JobTableCollector
+from server.schemas import Health
 
 router = APIRouter(tags=["operations"])
-
-
-class Health(BaseModel):
-    status: str
 
 
 class Readiness(BaseModel):
