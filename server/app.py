@@ -29,8 +29,10 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
                                status_cache=StatusCache(settings.status_cache_s))
     app.state.blend.store.sweep_temp()     # uploads cut off by a crash; live ones keep their mtime fresh
     errors.install(app)
-    for r in (files.router, batches.router, models.router, ops.router, dashboard.router):
+    for r in (files.router, batches.router, models.router):
         app.include_router(r, dependencies=[Depends(clean_params)])
+    for r in (ops.router, dashboard.router):    # probes, scrapes and the page: no key, no /v1 conventions
+        app.include_router(r)
 
     app.add_middleware(StatusFastPath, state=app.state.blend)
     app.openapi = lambda: _openapi(app, settings)

@@ -42,10 +42,13 @@ def _owner(request: Request, keys: list[str]) -> str | None:
     return None
 
 
-@router.get("/dashboard", response_class=HTMLResponse)
+@router.get("/dashboard", response_class=HTMLResponse, responses={303: {"description": "key stored in a cookie"},
+                                                                  401: {"description": "the key form"}})
 def page(request: Request, st: StateDep, key: str | None = None) -> Response:
     keys = st.settings.api_key_list()
     if key is not None:
+        if not key.isascii() or not key.isprintable() or any(c in key for c in ' ;,"\\'):
+            return HTMLResponse(_LOGIN.format(message="That is not an API key."), status_code=401)
         to = RedirectResponse("/dashboard", status_code=303)
         to.set_cookie(COOKIE, key, httponly=True, samesite="strict", secure=request.url.scheme == "https")
         return to

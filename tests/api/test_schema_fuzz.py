@@ -48,6 +48,8 @@ def test_openapi_holds_against_the_live_api(target):
     failures: list[str] = []
     for result in schema.get_all_operations():
         op = result.ok()
+        if op.path == "/ready":     # its 503 is the contract (this API runs with no scheduler or worker);
+            continue                # tests/test_ops_endpoints.py checks both of its answers
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             @given(case=op.as_strategy(mode))
             @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
