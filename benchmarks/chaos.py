@@ -181,6 +181,8 @@ def main() -> None:
     ap.add_argument("--schedulers", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-tokens", type=int, default=400)
+    ap.add_argument("--gap", type=float, nargs=2, default=(2.0, 6.0), metavar=("MIN_S", "MAX_S"),
+                    help="seconds between stops, drawn uniformly")
     ap.add_argument("--out", type=Path, help="append the report as one JSON line")
     args = ap.parse_args()
     from core.modelstore import build_tiny_model
@@ -188,7 +190,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bs-chaos-"))
     tiny = build_tiny_model(tmp / "tiny")
     rep = run_chaos(tmp / "data", f"tiny-llama={tiny}", args.backend, args.requests, args.stops, args.workers,
-                    args.schedulers, args.seed, args.max_tokens)
+                    args.schedulers, args.seed, args.max_tokens, tuple(args.gap))
     line = json.dumps({**asdict(rep), "survived": rep.survived})
     print(line)
     if args.out:

@@ -144,10 +144,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "scheduler": base + ["scheduler"] + (["--planner", args.planner] if args.planner else []),
         "worker": base + ["worker", "--engine", "cpu"],
     }
+    stopping = threading.Event()
+    _stop_on_signal(stopping)       # before the children exist: a stop now must not orphan them
     procs = {name: subprocess.Popen(cmd) for name, cmd in roles.items()}
     print(f"blendserve: serving on http://{host}:{args.port}/v1 (data in {s.data_dir.resolve()})", file=sys.stderr)
-    stopping = threading.Event()
-    _stop_on_signal(stopping)
     while not stopping.wait(1.0):
         for name, p in procs.items():
             if p.poll() is not None and not stopping.is_set():
