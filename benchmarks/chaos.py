@@ -89,10 +89,11 @@ def _poll(c: openai.OpenAI, batch_id: str):
 def run_chaos(data_dir: Path, models: str, backend: str = "sqlite", requests: int = 500, stops: int = 20,
               workers: int = 1, schedulers: int = 1, seed: int = 0, max_tokens: int = 400,
               gap_s: tuple[float, float] = (2.0, 6.0), timeout_s: float = 1800,
-              targets: list[str] | None = None) -> ChaosReport:
+              targets: list[str] | None = None, **env: str) -> ChaosReport:
+    """env: extra BLENDSERVE_* settings for every role (e.g. a smaller CPU batch, for a longer run)."""
     rng = random.Random(seed)
     url = "" if backend == "sqlite" else pg_schema_url()
-    d = Deployment(data_dir, url, models)
+    d = Deployment(data_dir, url, models, **env)
     rep = ChaosReport(backend, workers, schedulers, requests, seed)
     extras = [("worker", f"worker{i}") for i in range(1, workers)] + \
              [("scheduler", f"scheduler{i}") for i in range(1, schedulers)]
@@ -183,6 +184,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=400)
     ap.add_argument("--gap", type=float, nargs=2, default=(2.0, 6.0), metavar=("MIN_S", "MAX_S"),
                     help="seconds between stops, drawn uniformly")
+    ap.add_argument("--max-batch", type=int, help="BLENDSERVE_CPU_MAX_BATCH: a smaller batch makes a longer run")
     ap.add_argument("--out", type=Path, help="append the report as one JSON line")
     args = ap.parse_args()
     from core.modelstore import build_tiny_model
@@ -190,8 +192,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bs-chaos-"))
     tiny = build_tiny_model(tmp / "tiny")
     rep = run_chaos(tmp / "data", f"tiny-llama={tiny}", args.backend, args.requests, args.stops, args.workers,
-                    args.schedulers, args.seed, args.max_tokens, tuple(args.gap))
-    line = json.dumps({**asdict(rep), "survived": rep.survived})
+                    args.schedulers, args.seed, args.max_tokens, tuple(args.gap),
+                    **({"BLENDSERVE_CPU_MAX_BATCH": str(args.max_batch)} if args.max_batch else {}))
+    line = json.dumps({**asdict(rep), "survived": rep.survived, "max_batch": args.max_batch, "gap_s": args.gap})
     print(line)
     if args.out:
         with args.out.open("a") as f:

@@ -152,8 +152,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for name, p in procs.items():
             if p.poll() is not None and not stopping.is_set():
                 print(f"blendserve: {name} exited with {p.returncode}; restarting it", file=sys.stderr)
-                time.sleep(1.0)
-                procs[name] = subprocess.Popen(roles[name])
+                if not stopping.wait(1.0):
+                    procs[name] = subprocess.Popen(roles[name])
     _stop_children(list(procs.values()))
     return 0
 
@@ -181,6 +181,8 @@ def cmd_simulate(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    for sig in (signal.SIGTERM, signal.SIGINT):     # a child started as `serve` began stopping inherits SIG_IGN
+        signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
     if argv[:1] == ["simulate"]:
         return cmd_simulate(argv[1:])
     parser = argparse.ArgumentParser(prog="blendserve", description=__doc__.split("\n")[0])
