@@ -51,7 +51,8 @@ class ChaosReport:
     @property
     def survived(self) -> int:
         """Stops that hit a process, if the batch came through them whole."""
-        return sum(not s.get("missed") for s in self.stops) if self.lost == 0 and self.duplicated == 0 and self.status == "completed" else 0
+        whole = self.lost == 0 and self.duplicated == 0 and self.status == "completed"
+        return sum(not s.get("missed") for s in self.stops) if whole else 0
 
 
 def _children(pid: int) -> dict[str, int]:
