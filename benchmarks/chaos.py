@@ -27,6 +27,7 @@ import openai
 
 from tests.live import READY, Deployment, chat_lines, jsonl, pg_schema_url, read_lines
 
+MISSED = -1.0          # _stop found no process: the role was still being restarted
 SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 ROLE_OF = {"api": " api ", "scheduler": " scheduler", "worker": " worker "}
 
@@ -49,7 +50,9 @@ class ChaosReport:
 
     @property
     def survived(self) -> int:
-        return len(self.stops) if self.lost == 0 and self.duplicated == 0 and self.status == "completed" else 0
+        """Stops that hit a process, if the batch came through them whole."""
+        whole = self.lost == 0 and self.duplicated == 0 and self.status == "completed"
+        return sum(not s.get("missed") for s in self.stops) if whole else 0
 
 
 def _children(pid: int) -> dict[str, int]:
@@ -89,10 +92,11 @@ def _poll(c: openai.OpenAI, batch_id: str):
 def run_chaos(data_dir: Path, models: str, backend: str = "sqlite", requests: int = 500, stops: int = 20,
               workers: int = 1, schedulers: int = 1, seed: int = 0, max_tokens: int = 400,
               gap_s: tuple[float, float] = (2.0, 6.0), timeout_s: float = 1800,
-              targets: list[str] | None = None) -> ChaosReport:
+              targets: list[str] | None = None, **env: str) -> ChaosReport:
+    """env: extra BLENDSERVE_* settings for every role (e.g. a smaller CPU batch, for a longer run)."""
     rng = random.Random(seed)
     url = "" if backend == "sqlite" else pg_schema_url()
-    d = Deployment(data_dir, url, models)
+    d = Deployment(data_dir, url, models, **env)
     rep = ChaosReport(backend, workers, schedulers, requests, seed)
     extras = [("worker", f"worker{i}") for i in range(1, workers)] + \
              [("scheduler", f"scheduler{i}") for i in range(1, schedulers)]
@@ -121,7 +125,8 @@ def run_chaos(data_dir: Path, models: str, backend: str = "sqlite", requests: in
             at = time.time() - t0
             exit_s = _stop(d, target, SIGNALS[sig])
             rep.stops.append({"at_s": round(at, 1), "target": target, "signal": sig, "done_before": now and
-                              now.request_counts.completed, "exit_s": round(exit_s, 2) if exit_s is not None else None})
+                              now.request_counts.completed, "missed": exit_s == MISSED,
+                              "exit_s": round(exit_s, 2) if exit_s not in (None, MISSED) else None})
             last_restart = time.time()
         deadline = time.time() + timeout_s
         while time.time() < deadline:
@@ -158,7 +163,7 @@ def _stop(d: Deployment, target: str, sig: int) -> float | None:
     if target.startswith("serve:"):          # one role under the supervisor, which restarts it
         pid = _children(d.procs["serve"].pid).get(target.split(":")[1])
         if pid is None:
-            return None
+            return MISSED
         t = time.time()
         os.kill(pid, sig)
         while Path(f"/proc/{pid}").exists() and time.time() - t < 30:
@@ -181,6 +186,9 @@ def main() -> None:
     ap.add_argument("--schedulers", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-tokens", type=int, default=400)
+    ap.add_argument("--gap", type=float, nargs=2, default=(2.0, 6.0), metavar=("MIN_S", "MAX_S"),
+                    help="seconds between stops, drawn uniformly")
+    ap.add_argument("--max-batch", type=int, help="BLENDSERVE_CPU_MAX_BATCH: a smaller batch makes a longer run")
     ap.add_argument("--out", type=Path, help="append the report as one JSON line")
     args = ap.parse_args()
     from core.modelstore import build_tiny_model
@@ -188,8 +196,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bs-chaos-"))
     tiny = build_tiny_model(tmp / "tiny")
     rep = run_chaos(tmp / "data", f"tiny-llama={tiny}", args.backend, args.requests, args.stops, args.workers,
-                    args.schedulers, args.seed, args.max_tokens)
-    line = json.dumps({**asdict(rep), "survived": rep.survived})
+                    args.schedulers, args.seed, args.max_tokens, tuple(args.gap),
+                    **({"BLENDSERVE_CPU_MAX_BATCH": str(args.max_batch)} if args.max_batch else {}))
+    line = json.dumps({**asdict(rep), "survived": rep.survived, "max_batch": args.max_batch, "gap_s": args.gap})
     print(line)
     if args.out:
         with args.out.open("a") as f:

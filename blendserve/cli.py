@@ -162,16 +162,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "scheduler": base + ["scheduler"] + (["--planner", args.planner] if args.planner else []),
         "worker": base + ["worker", "--engine", "cpu"],
     }
+    stopping = threading.Event()
+    _stop_on_signal(stopping)       # before the children exist: a stop now must not orphan them
     procs = {name: subprocess.Popen(cmd) for name, cmd in roles.items()}
     print(f"blendserve: serving on http://{host}:{args.port}/v1 (data in {s.data_dir.resolve()})", file=sys.stderr)
-    stopping = threading.Event()
-    _stop_on_signal(stopping)
     while not stopping.wait(1.0):
         for name, p in procs.items():
             if p.poll() is not None and not stopping.is_set():
                 print(f"blendserve: {name} exited with {p.returncode}; restarting it", file=sys.stderr)
-                time.sleep(1.0)
-                procs[name] = subprocess.Popen(roles[name])
+                if not stopping.wait(1.0):
+                    procs[name] = subprocess.Popen(roles[name])
     _stop_children(list(procs.values()))
     return 0
 
@@ -202,6 +202,8 @@ CLIENT_COMMANDS = ("submit", "status", "cancel")
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    for sig in (signal.SIGTERM, signal.SIGINT):     # a child started as `serve` began stopping inherits SIG_IGN
+        signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
     if argv[:1] == ["simulate"]:
         return cmd_simulate(argv[1:])
     if argv[:1] == ["estimate"]:

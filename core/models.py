@@ -113,7 +113,8 @@ class Chunk(Base):
     status: Mapped[str] = mapped_column(String(16), default="pending")   # pending | claimed | done
     worker_id: Mapped[str | None] = mapped_column(String(64))
     lease_until: Mapped[float | None] = mapped_column(Float)
-    attempts: Mapped[int] = mapped_column(Integer, default=0)   # claims; a chunk lost LOST_CLAIMS times runs its requests alone
+    # Claims; a chunk whose claims were lost LOST_CLAIMS times runs its requests alone (worker/claims.py).
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
     size: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[float] = mapped_column(Float)
 

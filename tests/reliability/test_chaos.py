@@ -16,7 +16,7 @@ SETUPS = {
 def test_short_chaos(tmp_path, tiny_model, backend):
     rep = run_chaos(tmp_path, f"{TINY}={tiny_model}", backend, requests=120, stops=5, max_tokens=150,
                     gap_s=(1.0, 3.0), seed=1, timeout_s=240, **SETUPS[backend])
-    assert len(rep.stops) >= 4, rep
+    assert sum(not s["missed"] for s in rep.stops) >= 4, rep
     assert {s["signal"] for s in rep.stops} == {"SIGTERM", "SIGKILL"}, rep
     assert all(s["exit_s"] is None or s["exit_s"] < 10 for s in rep.stops), rep
     assert rep.status == "completed" and rep.lost == 0 and rep.duplicated == 0, rep
