@@ -7,15 +7,19 @@ batch of block tables (``index_select`` on the block axis) yields
 [kv_heads, batch, positions, head_dim] directly, contiguous, ready for one
 batched matmul with no transpose copy.
 
-The pool comes from numpy's calloc'd zeros: pages are mapped on first touch,
-so the process's memory grows with the blocks actually used, and blocks never
-written read as zeros (padding positions are masked, and must not be NaN).
+The pool is one anonymous ``mmap``: the kernel maps zeroed 4 KiB pages on
+first touch, so the process's memory grows with the blocks actually used
+(a block of 16 tokens is one page per kv head), and blocks never written read
+as zeros (padding positions are masked, and must not be NaN). numpy's zeros
+would do the same but advise huge pages, and then touching one block maps
+2 MiB per kv head and layer (measured: 514 MB resident for 768 tokens).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
+import mmap
+
 import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
@@ -24,9 +28,11 @@ from torch.nn.attention.bias import causal_lower_right
 class KVPool:
     def __init__(self, layers: int, kv_heads: int, head_dim: int, num_blocks: int, block_size: int) -> None:
         self.block_size, self.num_blocks = block_size, num_blocks
-        shape = (kv_heads, num_blocks * block_size, head_dim)
-        self.k = [torch.from_numpy(np.zeros(shape, dtype=np.float32)) for _ in range(layers)]
-        self.v = [torch.from_numpy(np.zeros(shape, dtype=np.float32)) for _ in range(layers)]
+        shape = (layers, 2, kv_heads, num_blocks * block_size, head_dim)
+        self._memory = mmap.mmap(-1, 4 * layers * 2 * kv_heads * num_blocks * block_size * head_dim)
+        pool = torch.frombuffer(self._memory, dtype=torch.float32).view(shape)
+        self.k = [pool[i, 0] for i in range(layers)]
+        self.v = [pool[i, 1] for i in range(layers)]
 
     def blocks(self, pool: torch.Tensor) -> torch.Tensor:
         """A layer's pool viewed as [kv_heads, blocks, block_size, head_dim]."""
