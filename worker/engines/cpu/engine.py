@@ -73,7 +73,7 @@ class CpuEngine:
         self.context = context_length(model_path)
         self.model = Llama(model_path, dtype or default_dtype())
         self.block_size = block_size or int(_env("BLENDSERVE_CPU_BLOCK_SIZE", DEFAULT_BLOCK_SIZE))
-        self.max_running = max_running or int(_env("BLENDSERVE_CPU_MAX_RUNNING", DEFAULT_MAX_RUNNING))
+        self.max_running = max_running or int(_env("BLENDSERVE_CPU_MAX_BATCH", DEFAULT_MAX_RUNNING))
         self.step_tokens = step_tokens or int(_env("BLENDSERVE_CPU_MAX_BATCHED_TOKENS", DEFAULT_STEP_TOKENS))
         if kv_capacity_tokens is None:
             gb = kv_gb if kv_gb is not None else _env("BLENDSERVE_CPU_KV_GB", DEFAULT_KV_GB)

@@ -40,6 +40,9 @@ class SamplingState:
         """Apply logit_bias and the penalties to one row of logits (in place)."""
         p = self.params
         if p.logit_bias:
+            if self.bias_ids.numel() and int(self.bias_ids.max()) >= len(logits):   # validation's job; never crash a step
+                keep = self.bias_ids < len(logits)
+                self.bias_ids, self.bias_values = self.bias_ids[keep], self.bias_values[keep]
             logits.index_add_(0, self.bias_ids, self.bias_values)
         if self.counts and (p.presence_penalty or p.frequency_penalty):
             ids = torch.tensor(list(self.counts), dtype=torch.long)
