@@ -25,7 +25,6 @@ import importlib.util
 import json
 import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -137,7 +136,7 @@ def blend(path: Path, runs: int, compute: int, memory: int, long_prompt: int, lo
 def peak_rss(path: Path) -> dict:
     """Run 256 sequences at once in a fresh process; its peak RSS."""
     code = f"""
-import os, resource, sys, json
+import os, sys, json
 sys.path.insert(0, {str(Path.cwd())!r})
 from worker.engines.cpu import CpuEngine
 from worker.engines.base import GenRequest, SamplingParams
@@ -145,12 +144,13 @@ import random
 rng = random.Random(5)
 e = CpuEngine({str(path)!r}, "m", threads=1)
 e.eos = set(); e.step_log = []
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def hwm():  # VmHWM, not ru_maxrss: the latter keeps the forking parent's peak across exec
+    return int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]) / 1024
+before = hwm()
 reqs = [GenRequest(i, [rng.randrange(100, 40000) for _ in range(64)], SamplingParams(max_tokens=96, temperature=0.0))
         for i in range(256)]
 out = list(e.generate(reqs))
-print(json.dumps({{"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "rss_before_mb": before / 1024, "max_running": max(s.decode_tokens for s in e.step_log),
+print(json.dumps({{"peak_rss_mb": hwm(), "rss_before_mb": before, "max_running": max(s.decode_tokens for s in e.step_log),
                   "kv_capacity_tokens": e.kv_capacity_tokens(), "preempted": sum(s.preempted for s in e.step_log)}}))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
