@@ -46,7 +46,7 @@ def engine_alone(path: Path, rows: list[dict], max_batch: int) -> float:
     ids = info.encode(texts)
     reqs = [GenRequest(i, t, sampling_params(r["body"], r["body"]["max_tokens"])) for i, (t, r) in
             enumerate(zip(ids, rows))]
-    engine = CpuEngine(path, SMOLLM2, max_batch=max_batch)
+    engine = CpuEngine(path, SMOLLM2, max_running=max_batch)
     t0 = time.time()
     toks = sum(r.prompt_tokens + r.completion_tokens for r in engine.generate(iter(reqs)))
     dt = time.time() - t0

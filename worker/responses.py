@@ -20,6 +20,10 @@ def sampling_params(body: dict, max_tokens: int) -> SamplingParams:
         top_p=float(_or(body.get("top_p"), 1.0)),
         stop=tuple([stop] if isinstance(stop, str) else stop or ()),
         seed=body.get("seed"),
+        presence_penalty=float(_or(body.get("presence_penalty"), 0.0)),
+        frequency_penalty=float(_or(body.get("frequency_penalty"), 0.0)),
+        # JSON object keys are strings: {"50256": -100} bans token 50256.
+        logit_bias=tuple(sorted((int(t), float(b)) for t, b in (_or(body.get("logit_bias"), {})).items())),
     )
 
 

@@ -19,4 +19,4 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def tiny_engine(tiny_model: Path) -> CpuEngine:
-    return CpuEngine(tiny_model, "tiny", max_batch=4, threads=1)
+    return CpuEngine(tiny_model, "tiny", max_running=4, threads=1, block_size=4, kv_capacity_tokens=4096)

@@ -99,3 +99,21 @@ def test_cancelled_request_is_dropped(engine: VllmEngine, smollm2_checkpoint: Pa
     # The engine is clean afterwards: the same key runs again.
     again = run(engine, [GenRequest(200, ids, SamplingParams(max_tokens=5, temperature=0.0))])
     assert again[200].completion_tokens == 5
+
+
+def test_step_budget_is_max_num_batched_tokens(engine: VllmEngine) -> None:
+    assert engine.step_token_budget() == OPTIONS.max_num_batched_tokens
+
+
+def test_logit_bias_and_penalties_reach_vllm(engine: VllmEngine, smollm2_checkpoint: Path) -> None:
+    ids = chat_ids(smollm2_checkpoint, "Repeat the word cat ten times.")
+    plain = run(engine, [GenRequest(300, ids, SamplingParams(max_tokens=16, temperature=0.0))])[300]
+    forced = run(engine, [GenRequest(301, ids, SamplingParams(max_tokens=6, temperature=0.0,
+                                                              logit_bias=((1000, 100.0),)))])[301]
+    assert forced.output_ids == [1000] * 6
+    banned = run(engine, [GenRequest(302, ids, SamplingParams(max_tokens=16, temperature=0.0,
+                                                              logit_bias=((plain.output_ids[0], -100.0),)))])[302]
+    assert banned.output_ids[0] != plain.output_ids[0]
+    penalized = run(engine, [GenRequest(303, ids, SamplingParams(max_tokens=16, temperature=0.0,
+                                                                 frequency_penalty=2.0, presence_penalty=2.0))])[303]
+    assert penalized.output_ids != plain.output_ids

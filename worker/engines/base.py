@@ -19,6 +19,9 @@ class SamplingParams:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: tuple[tuple[int, float], ...] = ()   # (token id, bias) pairs; a tuple keeps the params hashable
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,12 @@ class Engine(Protocol):
 
     def kv_capacity_tokens(self) -> int:
         """How many tokens of KV cache the engine can hold at once (for the planner)."""
+        ...
+
+    def step_token_budget(self) -> int | None:
+        """Tokens one forward step carries at most, prefill chunks and decodes together (vLLM's
+        max_num_batched_tokens); None when the engine cannot carry prefill and decode in one step.
+        The planner reads it to size the blend of compute- and memory-dense requests."""
         ...
 
     def generate(self, requests: Iterable[GenRequest],

@@ -85,6 +85,11 @@ class VllmEngine:
     def kv_capacity_tokens(self) -> int:
         return self._capacity
 
+    def step_token_budget(self) -> int:
+        """vLLM V1 always chunks prefills and schedules them beside the running decodes, up to
+        max_num_batched_tokens a step."""
+        return int(self._engine.vllm_config.scheduler_config.max_num_batched_tokens)
+
     def generate(self, requests: Iterable[GenRequest],
                  cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
         stream = iter(requests)
@@ -121,7 +126,8 @@ class VllmEngine:
         rid = str(request.key)
         self._engine.add_request(rid, {"prompt_token_ids": list(request.input_ids)}, SamplingParams(
             max_tokens=p.max_tokens, temperature=p.temperature, top_p=p.top_p, stop=list(p.stop) or None,
-            seed=p.seed, output_kind=RequestOutputKind.FINAL_ONLY))
+            seed=p.seed, presence_penalty=p.presence_penalty, frequency_penalty=p.frequency_penalty,
+            logit_bias=dict(p.logit_bias) or None, output_kind=RequestOutputKind.FINAL_ONLY))
         return rid
 
     @staticmethod

@@ -1,0 +1,125 @@
+"""The service on its default CPU engine vs vLLM's `run_batch` on the same file, side by side.
+
+Ways, each repeat in this order, each on a fresh engine (no inherited prefix cache):
+  a  `python -m vllm.entrypoints.openai.run_batch` on the file as given (prefix
+     caching on, the team's VllmOptions as flags, VLLM_CPU_KVCACHE_SPACE GiB);
+  s  the same, on the file sorted by prompt (what a careful user would do);
+  c  the service (real api/scheduler/worker processes, SQLite, the planner) with
+     the default CPU engine worker, started before the upload.
+Figures as in benchmarks/vllm_vs_run_batch.py: run_batch's run phase (from its
+"Reading batch" line to the output written) against the service's
+create->completed (upload start to the last result written), and tokens per
+CPU-second of each process tree. The better of a and s is the bar.
+
+Files (benchmarks/prefix_mix.py generators): prefix (half MMLU-style exam
+questions behind ~900-token few-shot prefixes, 10% long generations, 40% chat),
+longgen (60% 256-token generations), chat (chat behind shared system prompts).
+
+Run with vLLM's interpreter; LD_PRELOAD (Intel OpenMP, which vLLM needs) is set
+for run_batch only, so the CPU engine runs as it does in a plain install:
+
+    /work/main/.venv-vllm/bin/python -m benchmarks.cpu_vs_run_batch --files prefix --repeats 3
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from benchmarks.prefix_mix import workload
+from benchmarks.vllm_vs_run_batch import Run, run_vllm_batch, tree_cpu_s
+from core.config import SMOLLM2, Settings
+from core.db import make_engine, make_sessionmaker
+from core.models import Batch, Request
+from core.served import model_paths
+from tests.live import Deployment, jsonl, wait_batch
+from worker.engines.vllm import VllmOptions
+
+FILES = {
+    "prefix": dict(subjects=24, exams=0.5, long=0.1, long_tokens=256, chat_tokens=64),
+    "longgen": dict(subjects=8, exams=0.2, long=0.6, long_tokens=256, chat_tokens=64),
+    "chat": dict(subjects=8, exams=0.0, long=0.05, long_tokens=256, chat_tokens=128),
+}
+
+
+def run_cpu_service(rows: list[dict], model: Path, tmp: Path) -> Run:
+    d = Deployment(tmp, "", f"{SMOLLM2}={model}", BLENDSERVE_CHUNK_REQUESTS="32", BLENDSERVE_PLAN_MAX_WAIT_S="1.0")
+    d.env.pop("LD_PRELOAD", None)
+    for role in ("api", "scheduler", "worker"):
+        d.start(role)
+    try:
+        d.wait_ready(timeout=600)
+        while f"serving {SMOLLM2}" not in d.log("worker", tail=None):
+            assert d.procs["worker"].poll() is None, d.log("worker")
+            time.sleep(0.2)
+        c = d.client()
+        worker = d.procs["worker"].pid
+        t0, cpu0 = time.time(), tree_cpu_s(worker)
+        f = c.files.create(file=("input.jsonl", jsonl(rows)), purpose="batch")
+        b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+        b = wait_batch(c, b.id, timeout=3600)
+        cpu = tree_cpu_s(worker) - cpu0
+        assert b.status == "completed" and b.request_counts.completed == len(rows), (b, d.log("worker"))
+        sessions = make_sessionmaker(make_engine(Settings(data_dir=tmp).db_url))
+        with sessions() as s:
+            first = s.scalar(select(Batch.first_run_at).where(Batch.id == b.id))
+            last = s.scalar(select(func.max(Request.finished_at)).where(Request.batch_id == b.id))
+        u = b.usage
+        return Run("c: service, cpu engine", u.input_tokens, u.output_tokens, u.input_tokens_details.cached_tokens,
+                   last - first, last - t0, cpu)
+    finally:
+        d.stop()
+
+
+def by_prompt(rows: list[dict]) -> list[dict]:
+    return sorted(rows, key=lambda r: json.dumps(r["body"]["messages"]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--files", nargs="+", default=["prefix"], choices=sorted(FILES))
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--ways", default="asc")
+    ap.add_argument("--kv-gib", type=int, default=2)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    preload = str(Path(sys.executable).resolve().parents[1] / "lib" / "libiomp5.so")
+    os.environ.pop("LD_PRELOAD", None)
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(args.kv_gib)
+    model = model_paths(Settings())[SMOLLM2]
+    options = VllmOptions.from_env()
+    for name in args.files:
+        rows = workload(args.requests, 0, **FILES[name])
+        runs: list[Run] = []
+        for _ in range(args.repeats):
+            for way in args.ways:
+                tmp = Path(tempfile.mkdtemp(prefix=f"bs-cpu-{way}-"))
+                if way in "as":
+                    os.environ["LD_PRELOAD"] = preload
+                    try:
+                        run = run_vllm_batch(by_prompt(rows) if way == "s" else rows, model, options, tmp)
+                    finally:
+                        os.environ.pop("LD_PRELOAD", None)
+                    run.way = "s: vllm run_batch, sorted file" if way == "s" else "a: vllm run_batch"
+                else:
+                    run = run_cpu_service(rows, model, tmp)
+                runs.append(run)
+                summary = {"file": name, **run.summary(), "load": os.getloadavg()[0]}
+                print(json.dumps(summary), flush=True)
+                if args.json:
+                    with args.json.open("a") as f:
+                        f.write(json.dumps(summary) + "\n")
+        med = {w: statistics.median(r.run_s for r in runs if r.way == w) for w in {r.way for r in runs}}
+        print(json.dumps({"file": name, "median_seconds": med}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

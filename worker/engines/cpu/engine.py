@@ -1,0 +1,204 @@
+"""The CPU engine: continuous batching with mixed prefill/decode steps over a paged, prefix-cached KV pool.
+
+Each step (``Scheduler.schedule``) picks every running sequence's next
+tokens and the first chunks of newly admitted ones, within a token budget;
+the model runs them all in one forward pass; the sequences whose chunk
+reached their end sample a token. Results are yielded as sequences finish.
+So the order in which the planner feeds requests changes the engine's speed
+the way it does on a GPU engine: prefix order keeps the block cache hitting,
+and a blend of long prompts and long outputs fills steps with both.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import torch
+
+from core.modelstore import context_length, eos_token_ids, load_tokenizer
+from worker.engines.base import GenRequest, GenResult
+from worker.engines.cpu.block_manager import BlockManager
+from worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
+from worker.engines.cpu.model import Llama, default_dtype
+from worker.engines.cpu.sampler import SamplingState, sample
+from worker.engines.cpu.scheduler import Scheduler, Sequence, Step
+from worker.engines.cpu.stops import StopChecker
+
+# One torch thread beats two whenever anything else runs on the machine (two
+# OpenMP threads on two busy cores stall each other), and the service runs its
+# API and scheduler beside the worker.
+DEFAULT_THREADS = 1
+# 2 GiB of float32 K/V: 46K tokens of SmolLM2-135M (45 KiB a token), e.g. 256
+# sequences of 180 tokens or 64 of 700. Past that a CPU's decode step is bound
+# by reading the K/V anyway (256 x 700 tokens is 8 GB a step), so more running
+# sequences buy little; and 2 GiB leaves a laptop room for everything else.
+# Pages are mapped as blocks are first used, so a small workload costs less.
+DEFAULT_KV_GB = 2.0
+DEFAULT_BLOCK_SIZE = 16          # vLLM's default: short shared prefixes still fill whole blocks
+DEFAULT_MAX_RUNNING = 256
+DEFAULT_STEP_TOKENS = 1024       # a step's tokens: every decode plus prefill chunks up to this
+
+
+def _env(name: str, default: float) -> float:
+    value = os.environ.get(name, "")
+    return type(default)(value) if value.strip() else default
+
+
+class CpuEngine:
+    """Llama checkpoints (SmolLM2 by default) on CPU, behind worker.engines.base.Engine."""
+
+    def __init__(
+        self,
+        model_path: Path,
+        model_name: str,
+        *,
+        max_running: int | None = None,
+        threads: int | None = None,
+        kv_gb: float | None = None,
+        kv_capacity_tokens: int | None = None,
+        block_size: int | None = None,
+        step_tokens: int | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        """Unset knobs come from BLENDSERVE_CPU_* variables, else the defaults above.
+
+        ``kv_capacity_tokens``, when given, sizes the pool in tokens instead of ``kv_gb``.
+        """
+        self.model_name = model_name
+        torch.set_num_threads(threads or int(_env("BLENDSERVE_CPU_THREADS", 0)) or DEFAULT_THREADS)
+        model_path = Path(model_path)
+        self.tokenizer = load_tokenizer(model_path)
+        self.eos = set(eos_token_ids(model_path))
+        self.context = context_length(model_path)
+        self.model = Llama(model_path, dtype or default_dtype())
+        self.block_size = block_size or int(_env("BLENDSERVE_CPU_BLOCK_SIZE", DEFAULT_BLOCK_SIZE))
+        self.max_running = max_running or int(_env("BLENDSERVE_CPU_MAX_BATCH", DEFAULT_MAX_RUNNING))
+        self.step_tokens = step_tokens or int(_env("BLENDSERVE_CPU_MAX_BATCHED_TOKENS", DEFAULT_STEP_TOKENS))
+        if kv_capacity_tokens is None:
+            gb = kv_gb if kv_gb is not None else _env("BLENDSERVE_CPU_KV_GB", DEFAULT_KV_GB)
+            kv_capacity_tokens = int(gb * 2**30) // self.model.kv_bytes_per_token()
+        self.num_blocks = max(1, kv_capacity_tokens // self.block_size)
+        self._fresh_cache()
+        self.step_log: list[Step] | None = None   # set to [] to record every step (benchmarks, tests)
+
+    def _fresh_cache(self) -> None:
+        m = self.model
+        self.pool = KVPool(m.n_layers, m.n_kv_heads, m.head_dim, self.num_blocks, self.block_size)
+        self.blocks = BlockManager(self.num_blocks, self.block_size)
+
+    def kv_capacity_tokens(self) -> int:
+        """The KV pool in tokens. max_tokens is not reserved up front (the worker fills in the
+        whole context when a request omits it): sequences grow block by block and the newest is
+        preempted, to be recomputed later, when the pool runs out."""
+        return self.num_blocks * self.block_size
+
+    def step_token_budget(self) -> int:
+        """Tokens one step carries at most, decodes and prefill chunks together."""
+        return self.step_tokens
+
+    def close(self) -> None:
+        self._fresh_cache()
+
+    @torch.inference_mode()
+    def generate(self, requests: Iterable[GenRequest],
+                 cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
+        stream = iter(requests)
+        sched = Scheduler(self.blocks, self.max_running, self.step_tokens)
+        ready: list[Sequence] = []      # finished without running (nothing to generate)
+
+        def pull() -> Sequence | None:
+            for request in stream:
+                seq = self._sequence(request)
+                if seq.finish_reason is None:
+                    return seq
+                ready.append(seq)
+            return None
+
+        try:
+            while True:
+                if cancelled is not None:
+                    for seq in [*sched.running, *sched.waiting]:
+                        if cancelled(seq.key):
+                            sched.finish(seq)        # dropped without a result, as the interface says
+                step = sched.schedule(pull)
+                done = ready + step.finished
+                ready.clear()
+                if step.chunks:
+                    done += self._run(sched, step)
+                for seq in done:
+                    yield self._result(seq)
+                if not step.chunks and not sched.has_work():
+                    return
+        finally:
+            for seq in [*sched.running, *sched.waiting]:
+                sched.finish(seq)
+
+    def _sequence(self, request: GenRequest) -> Sequence:
+        ids = list(request.input_ids)
+        if not ids:
+            raise ValueError(f"request {request.key} has an empty prompt")
+        seq = Sequence(request.key, ids, len(ids), state=(request, SamplingState(request.params),
+                                                          StopChecker(self.tokenizer, request.params.stop)))
+        if request.params.max_tokens <= 0 or len(ids) >= self.context:
+            seq.finish_reason, seq.cached_tokens = "length", 0
+        return seq
+
+    def _run(self, sched: Scheduler, step: Step) -> list[Sequence]:
+        """One forward pass over the step's chunks; returns the sequences that finished."""
+        ids: list[int] = []
+        chunks: list[Chunk] = []
+        positions: list[torch.Tensor] = []
+        sample_rows: list[int] = []
+        samplers: list[Sequence] = []
+        for c in step.chunks:
+            row = len(ids)
+            ids += c.seq.tokens[c.start:c.start + c.n]
+            positions.append(torch.arange(c.start, c.start + c.n))
+            chunks.append(Chunk(row, c.start, c.n, c.seq.block_table))
+            if c.samples:
+                sample_rows.append(row + c.n - 1)
+                samplers.append(c.seq)
+        attn = PagedAttention(self.pool, chunks, self.model.head_dim ** -0.5)
+        logits = self.model.forward(torch.tensor(ids), torch.cat(positions), attn, torch.tensor(sample_rows, dtype=torch.long))
+        for c in step.chunks:
+            sched.advance(c)
+        if self.step_log is not None:
+            self.step_log.append(step)
+        tokens = sample(logits, [seq.state[1] for seq in samplers]) if samplers else []
+        finished = []
+        for seq, token in zip(samplers, tokens):
+            self._append(seq, token)
+            if seq.finish_reason:
+                sched.finish(seq)
+                finished.append(seq)
+        return finished
+
+    def _append(self, seq: Sequence, token: int) -> None:
+        """Record a sampled token and decide whether the sequence is done."""
+        request, sampling, stops = seq.state
+        seq.tokens.append(token)
+        sampling.record(token)
+        if token in self.eos:
+            seq.finish_reason = "stop"
+            return
+        if stops.stops:
+            cut = stops.add(token)
+            if cut is not None:
+                seq.text, seq.finish_reason = cut, "stop"
+                return
+        if len(seq.output) >= request.params.max_tokens or len(seq.tokens) >= self.context:
+            seq.finish_reason = "length"
+
+    def _result(self, seq: Sequence) -> GenResult:
+        text = seq.text
+        if text is None:
+            text = self.tokenizer.decode(seq.output, skip_special_tokens=True)
+        return GenResult(
+            key=seq.key,
+            output_ids=seq.output,
+            text=text,
+            finish_reason=seq.finish_reason,
+            prompt_tokens=seq.prompt_len,
+            cached_tokens=seq.cached_tokens or 0,
+        )

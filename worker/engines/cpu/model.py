@@ -1,0 +1,105 @@
+"""The Llama forward pass over one step's flattened tokens (weights only; the K/V live in ``kv_cache``).
+
+A step mixes sequences: some decode one token, others prefill a chunk of
+their prompt. Everything but attention is per token, so the dense layers run
+once over all the step's tokens ([N, hidden] matmuls: one weight read for the
+whole step); attention alone is per sequence, over its block table
+(``kv_cache.PagedAttention``). Logits are computed only for the rows that
+sample (the last token of each sequence whose chunk reaches its end).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+
+# Measured on the 2-core build machines (benchmarks/results/engine*.md): on a
+# CPU with AVX512-BF16, bfloat16 weights run prefill about 3x and decode about
+# 2x faster than float32; on one with AVX2 only (an EPYC), torch emulates
+# bfloat16 and the engine runs 1.6x slower than in float32.
+
+
+def default_dtype(cpuinfo: Path = Path("/proc/cpuinfo")) -> torch.dtype:
+    """bfloat16 where the CPU multiplies it natively, else float32."""
+    try:
+        flags = set(cpuinfo.read_text().split())
+    except OSError:
+        return torch.float32
+    return torch.bfloat16 if flags & {"avx512_bf16", "amx_bf16"} else torch.float32
+
+
+class Llama:
+    """A Llama-architecture checkpoint (SmolLM2 and the tiny test model), loaded from safetensors."""
+
+    def __init__(self, path: Path, dtype: torch.dtype) -> None:
+        cfg = json.loads((path / "config.json").read_text())
+        if cfg.get("model_type") != "llama":
+            raise ValueError(f"{path}: the CPU engine runs Llama checkpoints, not {cfg.get('model_type')!r}")
+        rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+        if rope.get("rope_type", rope.get("type", "default")) != "default":
+            raise ValueError(f"{path}: unsupported rope scaling {rope}")
+        self.n_layers = cfg["num_hidden_layers"]
+        self.n_heads = cfg["num_attention_heads"]
+        self.n_kv_heads = cfg.get("num_key_value_heads", self.n_heads)
+        self.head_dim = cfg.get("head_dim") or cfg["hidden_size"] // self.n_heads
+        self.eps = cfg["rms_norm_eps"]
+        self.dtype = dtype
+
+        w = {k: v.to(dtype) for k, v in load_file(str(path / "model.safetensors")).items()}
+        self.embed = w["model.embed_tokens.weight"]
+        self.lm_head = w.get("lm_head.weight", self.embed)
+        self.norm = w["model.norm.weight"]
+        self.layers = []
+        for i in range(self.n_layers):
+            p = f"model.layers.{i}."
+            self.layers.append(
+                (
+                    w[p + "input_layernorm.weight"],
+                    # q, k and v (and gate and up) in one matmul each: fewer, larger kernels.
+                    torch.cat([w[p + f"self_attn.{n}_proj.weight"] for n in "qkv"]),
+                    w[p + "self_attn.o_proj.weight"],
+                    w[p + "post_attention_layernorm.weight"],
+                    torch.cat([w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]]),
+                    w[p + "mlp.down_proj.weight"],
+                )
+            )
+        theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
+        inv_freq = 1.0 / theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim)
+        angles = torch.outer(torch.arange(cfg["max_position_embeddings"], dtype=torch.float32), inv_freq)
+        # rotate_half(x) * sin == x.roll(D/2) * sin with the first half of sin negated.
+        self.cos = torch.cat([angles.cos(), angles.cos()], dim=-1).to(dtype)
+        self.sin = torch.cat([-angles.sin(), angles.sin()], dim=-1).to(dtype)
+
+    def kv_bytes_per_token(self, dtype: torch.dtype = torch.float32) -> int:
+        """K and V of one token over all layers: what one token of the KV pool costs."""
+        return 2 * self.n_layers * self.n_kv_heads * self.head_dim * dtype.itemsize
+
+    def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """RMSNorm computed in float32, as the reference Llama does: in bfloat16 greedy answers drift."""
+        return F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(x.dtype) * weight
+
+    def forward(self, ids: torch.Tensor, pos: torch.Tensor, attn, sample_rows: torch.Tensor) -> torch.Tensor:
+        """Logits (float32, [len(sample_rows), vocab]) after one pass over the flattened tokens.
+
+        ``ids`` and ``pos`` are [N]; ``attn(layer, q, k, v)`` stores this step's
+        K/V and returns each token's attention output ([N, heads, head_dim]).
+        Few, fused ops per layer: at decode time the matmuls are small, so the
+        per-op overhead of eager torch is a large part of a step.
+        """
+        N = ids.shape[0]
+        H, KH, D = self.n_heads, self.n_kv_heads, self.head_dim
+        x = self.embed[ids]
+        cos, sin = self.cos[pos].unsqueeze(1), self.sin[pos].unsqueeze(1)  # [N, 1, D]
+        for i, (ln1, wqkv, wo, ln2, wgu, wdown) in enumerate(self.layers):
+            qkv = F.linear(self._norm(x, ln1), wqkv)
+            qk = qkv[:, : (H + KH) * D].view(N, H + KH, D)
+            qk = qk * cos + qk.roll(D // 2, dims=-1) * sin  # rotary embedding on q and k at once
+            v = qkv[:, (H + KH) * D :].view(N, KH, D)
+            o = attn(i, qk[:, :H], qk[:, H:], v)
+            x = x + F.linear(o.reshape(N, H * D), wo)
+            gate, up = F.linear(self._norm(x, ln2), wgu).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, wdown)
+        return F.linear(self._norm(x[sample_rows], self.norm), self.lm_head).float()

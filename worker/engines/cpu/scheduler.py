@@ -1,0 +1,199 @@
+"""Which tokens run in the next step: all running sequences first, then new ones, within a token budget.
+
+Shaped after vLLM V1's scheduler (there is no separate prefill or decode phase):
+
+* A sequence is ``tokens`` (prompt, then output) of which ``computed`` have
+  K/V in the pool. Each step gives every running sequence, in admission order,
+  what it still lacks (one token for a decode, the rest of its prompt for a
+  prefill) cut to what is left of the step's token budget; then admits waiting
+  sequences, in the order they came, while budget, the running cap and free
+  KV blocks allow. So a step carries decodes and prefill chunks together.
+* A sequence is admitted when its first chunk's blocks fit; it takes the
+  cached blocks of its longest cached prefix (``BlockManager.match``) and
+  computes the rest. At least the last token is always computed: its logits
+  give the next token.
+* When a running sequence needs a block and none is free, the most recently
+  admitted sequence is preempted: its blocks are freed (their full blocks stay
+  in the prefix cache) and it goes back to the front of the waiting line, to
+  be recomputed, prompt and output so far, when it is admitted again.
+* A sequence whose next uncached block is still to be computed by a running
+  sequence's prefill (two requests behind one new prefix) waits rather than
+  compute the same prefix again: a later step finds it in the cache. Admission stops there, so the order still holds.
+* New sequences are pulled from the caller only when they could be admitted
+  now, so the caller can still drop or reorder what was not pulled.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from worker.engines.cpu.block_manager import BlockManager, block_hash
+
+
+@dataclass(eq=False)
+class Sequence:
+    key: int
+    tokens: list[int]                 # prompt, then every sampled token
+    prompt_len: int
+    state: Any = None                 # the engine's per-sequence sampling state
+    computed: int = 0                 # tokens whose K/V are in the pool
+    block_table: list[int] = field(default_factory=list)
+    block_hashes: list[int] = field(default_factory=list)   # chained hashes of the full computed blocks
+    cached_tokens: int | None = None  # prompt tokens the prefix cache served at first admission
+    prompt_hashes: list[int] | None = None   # chained hashes of the prompt's full blocks, once admitted
+    finish_reason: str | None = None
+    text: str | None = None           # set when a stop string cut the output
+
+    @property
+    def output(self) -> list[int]:
+        return self.tokens[self.prompt_len:]
+
+
+@dataclass
+class ScheduledChunk:
+    seq: Sequence
+    start: int
+    n: int
+
+    @property
+    def samples(self) -> bool:
+        """The chunk reaches the sequence's last token, whose logits give the next one."""
+        return self.start + self.n == len(self.seq.tokens)
+
+
+@dataclass
+class Step:
+    chunks: list[ScheduledChunk]
+    preempted: int = 0
+    finished: list[Sequence] = field(default_factory=list)   # could not fit the pool even alone
+
+    @property
+    def prefill_tokens(self) -> int:
+        return sum(c.n for c in self.chunks if c.n > 1)
+
+    @property
+    def decode_tokens(self) -> int:
+        return sum(1 for c in self.chunks if c.n == 1)
+
+
+class Scheduler:
+    WATERMARK = 0.01   # share of blocks a new admission leaves free, so running decodes rarely preempt at once
+
+    def __init__(self, blocks: BlockManager, max_running: int, step_tokens: int) -> None:
+        self.blocks = blocks
+        self.max_running = max_running
+        self.step_tokens = step_tokens
+        self.running: list[Sequence] = []
+        self.waiting: deque[Sequence] = deque()   # preempted ones first, then at most one pulled
+        self.preemptions = 0
+
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    def schedule(self, pull: Callable[[], Sequence | None]) -> Step:
+        budget = self.step_tokens
+        step = Step([])
+        scheduled: list[ScheduledChunk] = []
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            n = min(len(seq.tokens) - seq.computed, budget)
+            need = self.blocks.blocks_for(seq.computed + n) - len(seq.block_table)
+            while need > self.blocks.free_blocks:
+                victim = self.running.pop()
+                self._release(victim)
+                if victim is seq and not self.running:       # alone and still too long for the pool
+                    victim.finish_reason = "length"
+                    step.finished.append(victim)
+                else:
+                    self.waiting.appendleft(victim)           # popped newest first: oldest ends at the front
+                    step.preempted += 1
+                if victim is seq:
+                    break
+            if seq not in self.running[i:i + 1]:
+                break
+            seq.block_table += self.blocks.allocate(need)
+            scheduled.append(ScheduledChunk(seq, seq.computed, n))
+            budget -= n
+            i += 1
+        # Victims come from the tail, after every sequence already scheduled: no chunk needs dropping.
+        self.preemptions += step.preempted
+        if not step.preempted:
+            budget = self._admit(pull, budget, scheduled, step)
+        step.chunks = scheduled
+        return step
+
+    def _admit(self, pull: Callable[[], Sequence | None], budget: int, scheduled: list[ScheduledChunk],
+               step: Step) -> int:
+        bs = self.blocks.block_size
+        reserve = int(self.WATERMARK * self.blocks.num_blocks)
+        in_flight = {h for c in scheduled if c.seq.prompt_hashes
+                     for h in c.seq.prompt_hashes[c.start // bs:]}
+        while budget > 0 and len(self.running) < self.max_running:
+            if not self.waiting:
+                seq = pull()
+                if seq is None:
+                    break
+                self.waiting.append(seq)
+            seq = self.waiting[0]
+            cached, hashes = self.blocks.match(seq.tokens, len(seq.tokens) - 1)
+            computed = len(cached) * bs
+            if seq.prompt_hashes is None:
+                seq.prompt_hashes = self._hashes(seq.tokens[:seq.prompt_len], hashes)
+            if len(seq.prompt_hashes) > len(cached) and seq.prompt_hashes[len(cached)] in in_flight:
+                break
+            n = min(len(seq.tokens) - computed, budget)
+            new = self.blocks.blocks_for(computed + n) - len(cached)
+            cost = self.blocks.cost(cached, new)
+            if cost > self.blocks.free_blocks - (reserve if self.running else 0):
+                if not self.running and self.blocks.blocks_for(len(seq.tokens)) > self.blocks.num_blocks:
+                    self.waiting.popleft()                     # longer than the whole pool: it can never run
+                    seq.finish_reason = "length"
+                    step.finished.append(seq)
+                    continue
+                break
+            self.waiting.popleft()
+            self.blocks.take(cached)
+            seq.block_table = cached + self.blocks.allocate(new)
+            seq.block_hashes = hashes
+            seq.computed = computed
+            if seq.cached_tokens is None:
+                seq.cached_tokens = min(computed, seq.prompt_len)
+            self.running.append(seq)
+            scheduled.append(ScheduledChunk(seq, computed, n))
+            in_flight.update(seq.prompt_hashes[computed // bs:])
+            budget -= n
+        return budget
+
+    def _hashes(self, tokens: list[int], known: list[int]) -> list[int]:
+        """Chained hashes of every full block of ``tokens``; the first ``len(known)`` are already known."""
+        bs = self.blocks.block_size
+        out = list(known)
+        for i in range(len(known), len(tokens) // bs):
+            out.append(block_hash(out[-1] if out else None, tuple(tokens[i * bs:(i + 1) * bs])))
+        return out
+
+    def advance(self, chunk: ScheduledChunk) -> None:
+        """After the forward pass: the chunk's K/V are in the pool; publish the blocks it filled."""
+        seq = chunk.seq
+        seq.computed += chunk.n
+        bs = self.blocks.block_size
+        while len(seq.block_hashes) < seq.computed // bs:
+            i = len(seq.block_hashes)
+            tokens = tuple(seq.tokens[i * bs:(i + 1) * bs])
+            h = block_hash(seq.block_hashes[-1] if seq.block_hashes else None, tokens)
+            self.blocks.register(seq.block_table[i], h, tokens)
+            seq.block_hashes.append(h)
+
+    def finish(self, seq: Sequence) -> None:
+        """Take a finished or cancelled sequence out, wherever it is, and free its blocks."""
+        if seq in self.running:
+            self.running.remove(seq)
+            self._release(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
+
+    def _release(self, seq: Sequence) -> None:
+        self.blocks.free(seq.block_table)
+        seq.block_table, seq.block_hashes, seq.computed = [], [], 0
