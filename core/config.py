@@ -43,7 +43,7 @@ class Settings(BaseSettings):
     poll_interval_s: float = 0.2
 
     cpu_threads: int = 0                      # 0 = the engine's measured default
-    cpu_max_batch: int = 16
+    cpu_max_batch: int = 256                  # running sequences at most (the KV pool bounds them first)
     tp: int = 1                               # tensor-parallel GPUs per worker (GPU engines)
 
     @property

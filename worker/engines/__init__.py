@@ -14,10 +14,7 @@ def load_engine(kind: str, model_path: Path, model_name: str, settings: Settings
     if kind == "cpu":
         from worker.engines.cpu import CpuEngine
 
-        # BLENDSERVE_CPU_MAX_BATCH caps the running set when it is set; unset, the engine's own
-        # default (hundreds: the KV pool is what bounds it) rather than the settings' old 16 slots.
-        explicit = "cpu_max_batch" in settings.model_fields_set
-        return CpuEngine(model_path, model_name, max_running=settings.cpu_max_batch if explicit else None,
+        return CpuEngine(model_path, model_name, max_running=settings.cpu_max_batch,
                          threads=settings.cpu_threads or None)
     if kind == "sglang":
         from worker.engines.sglang import SGLangEngine
