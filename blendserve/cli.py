@@ -69,13 +69,17 @@ def cmd_api(args: argparse.Namespace) -> int:
 
 
 def _stop_on_signal(stop: threading.Event) -> None:
-    """SIGTERM/SIGINT set `stop`, once: a second signal (Ctrl-C reaches the whole process group, and
-    `serve` then sends SIGTERM too) must not re-enter Event.set, whose lock is not reentrant."""
+    """SIGTERM/SIGINT set `stop`, once.
+
+    A Python signal handler runs in the main thread between two bytecodes,
+    possibly while that thread holds the Event's own (non-reentrant) lock inside
+    Event.wait: calling stop.set() there can deadlock. So the handler sets it from
+    a new thread. A second signal (Ctrl-C reaches the whole process group, and
+    `serve` then sends SIGTERM too) finds it set, or about to be, and does nothing.
+    """
     def handler(*_) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, signal.SIG_IGN)
         if not stop.is_set():
-            stop.set()
+            threading.Thread(target=stop.set, name="stop", daemon=True).start()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, handler)
@@ -108,8 +112,14 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     s = _settings(args)
     if args.planner:
         s.planner = args.planner
-    _exit_now(_run_until_signal(Scheduler(s).run))
-    return 0
+    code = 1
+    try:
+        code = _run_until_signal(Scheduler(s).run)
+    except BaseException:
+        log.exception("the scheduler failed")
+    finally:
+        _exit_now(code)
+    return code
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -136,14 +146,22 @@ def cmd_worker(args: argparse.Namespace) -> int:
             threads = [threading.Thread(target=w.run, args=(stop,), name=f"rank{i}") for i, w in enumerate(services)]
             for t in threads:
                 t.start()
+            # Joined with a timeout: Python runs signal handlers only in the main thread, and a signal
+            # the kernel delivered to another thread never wakes a main thread blocked in a plain join().
             for t in threads:
-                t.join()
+                while t.is_alive():
+                    t.join(0.2)
 
+        code = 1
         code = _run_until_signal(run_all)
+    except BaseException:
+        log.exception("the worker failed")
     finally:
-        for e in engines:
-            e.close()
-    _exit_now(code)
+        try:
+            for e in engines:
+                e.close()
+        finally:
+            _exit_now(code)     # also after an error: finalisation can hang (see _exit_now)
     return code
 
 
@@ -202,7 +220,7 @@ CLIENT_COMMANDS = ("submit", "status", "cancel")
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    for sig in (signal.SIGTERM, signal.SIGINT):     # a child started as `serve` began stopping inherits SIG_IGN
+    for sig in (signal.SIGTERM, signal.SIGINT):     # a parent may have set SIG_IGN (a shell's background job)
         signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
     if argv[:1] == ["simulate"]:
         return cmd_simulate(argv[1:])
