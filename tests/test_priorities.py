@@ -20,6 +20,16 @@ def test_classes():
         priority.parse_key_priorities("kA=urgent")
 
 
+def test_unknown_priority_is_refused(deployment):
+    import openai
+
+    c = deployment.client()
+    f = c.files.create(file=("in.jsonl", jsonl(chat_lines(1, TINY))), purpose="batch")
+    with pytest.raises(openai.BadRequestError, match="priority"):
+        c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h",
+                         metadata={"priority": "urgent"})
+
+
 def _submit(c, rows, **kw):
     f = c.files.create(file=("in.jsonl", jsonl(rows)), purpose="batch")
     return c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", **kw)

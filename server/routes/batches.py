@@ -36,6 +36,7 @@ class CreateBatch(BaseModel):
     completion_window: str
     metadata: dict[str, str] | None = Field(default=None, json_schema_extra={
         "maxProperties": 16, "propertyNames": {"maxLength": 64},
+        "properties": {"priority": {"type": "string", "enum": ["high", "normal", "low"]}},
         "additionalProperties": {"type": "string", "maxLength": 512}})
     output_expires_after: ExpiresAfter | None = None
 
@@ -51,6 +52,8 @@ class CreateBatch(BaseModel):
                 raise ValueError(f"key '{k[:20]}...' is longer than 64 characters")
             if len(val) > 512:
                 raise ValueError(f"value of '{k}' is longer than 512 characters")
+        if v.get("priority", "normal") not in ("high", "normal", "low"):     # scheduler/priority.py
+            raise ValueError("'priority' must be 'high', 'normal' or 'low'")
         return v
 
 
