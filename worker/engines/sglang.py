@@ -78,7 +78,7 @@ class SGLangEngine:
                 key = None
             if key is not None and key in flight:
                 used -= flight.pop(key)[1]
-                if not fut.cancelled() and fut.exception() is None and fut.result() is not None:
+                if not fut.cancelled() and fut.exception() is None:
                     yield fut.result()
                 elif not fut.cancelled() and fut.exception() is not None:
                     raise fut.exception()
@@ -88,17 +88,23 @@ class SGLangEngine:
                     fut.cancel()          # cancelling the task makes SGLang abort the request
                     used -= cost
 
-    async def _one(self, r: GenRequest) -> GenResult | None:
+    async def _one(self, r: GenRequest) -> GenResult:
         p = r.params
         params = {"max_new_tokens": p.max_tokens, "temperature": p.temperature, "top_p": p.top_p,
-                  "stop": list(p.stop) or None}
+                  "stop": list(p.stop) or None, "presence_penalty": p.presence_penalty,
+                  "frequency_penalty": p.frequency_penalty}
+        if p.logit_bias:
+            params["logit_bias"] = {str(t): b for t, b in p.logit_bias}
         if p.seed is not None:
             params["sampling_seed"] = p.seed
         out = await self.engine.async_generate(input_ids=r.input_ids, sampling_params=params)
         meta = out["meta_info"]
         reason = (meta.get("finish_reason") or {}).get("type")
         if reason == "abort":
-            return None
+            # Our own cancels cancel the future and never read this; an abort SGLang chose itself (a
+            # request it cannot serve) must not vanish without a result, or its chunk never settles:
+            # raising sends it down the worker's per-request failure path (alone, then its error line).
+            raise RuntimeError(f"SGLang aborted the request: {meta.get('finish_reason')}")
         res = GenResult(key=r.key, output_ids=list(out.get("output_ids") or []), text=out["text"],
                         finish_reason="length" if reason == "length" else "stop",
                         prompt_tokens=meta["prompt_tokens"], cached_tokens=meta.get("cached_tokens", 0))
