@@ -56,37 +56,41 @@ class SGLangEngine:
         flight: dict[int, tuple[asyncio.Future, int]] = {}
         budget = IN_FLIGHT_KV_MULTIPLE * self._capacity
         stream, used, waiting = iter(requests), 0, None
-        while True:
+        try:
             while True:
-                if waiting is None:
-                    waiting = next(stream, None)
-                if waiting is None:
-                    break
-                cost = len(waiting.input_ids) + waiting.params.max_tokens
-                if flight and used + cost > budget:
-                    break
-                fut = asyncio.run_coroutine_threadsafe(self._one(waiting), self.loop)
-                fut.add_done_callback(lambda f, key=waiting.key: done.put((key, f)))
-                flight[waiting.key] = (fut, cost)
-                used += cost
-                waiting = None
-            if not flight:
-                return
-            try:
-                key, fut = done.get(timeout=1.0)
-            except queue.Empty:
-                key = None
-            if key is not None and key in flight:
-                used -= flight.pop(key)[1]
-                if not fut.cancelled() and fut.exception() is None:
-                    yield fut.result()
-                elif not fut.cancelled() and fut.exception() is not None:
-                    raise fut.exception()
-            if cancelled is not None:
-                for k in [k for k in flight if cancelled(k)]:
-                    fut, cost = flight.pop(k)
-                    fut.cancel()          # cancelling the task makes SGLang abort the request
-                    used -= cost
+                while True:
+                    if waiting is None:
+                        waiting = next(stream, None)
+                    if waiting is None:
+                        break
+                    cost = len(waiting.input_ids) + waiting.params.max_tokens
+                    if flight and used + cost > budget:
+                        break
+                    fut = asyncio.run_coroutine_threadsafe(self._one(waiting), self.loop)
+                    fut.add_done_callback(lambda f, key=waiting.key: done.put((key, f)))
+                    flight[waiting.key] = (fut, cost)
+                    used += cost
+                    waiting = None
+                if not flight:
+                    return
+                try:
+                    key, fut = done.get(timeout=1.0)
+                except queue.Empty:
+                    key = None
+                if key is not None and key in flight:
+                    used -= flight.pop(key)[1]
+                    if not fut.cancelled() and fut.exception() is None:
+                        yield fut.result()
+                    elif not fut.cancelled() and fut.exception() is not None:
+                        raise fut.exception()
+                if cancelled is not None:
+                    for k in [k for k in flight if cancelled(k)]:
+                        fut, cost = flight.pop(k)
+                        fut.cancel()          # cancelling the task makes SGLang abort the request
+                        used -= cost
+        finally:      # a stream ended early (an error, the worker stopping) leaves nothing running
+            for fut, _ in flight.values():
+                fut.cancel()
 
     async def _one(self, r: GenRequest) -> GenResult:
         p = r.params
