@@ -28,18 +28,13 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from sqlalchemy import func, select
 
 from benchmarks.prefix_mix import workload
-from benchmarks.vllm_vs_run_batch import Run, run_vllm_batch, tree_cpu_s
+from benchmarks.vllm_vs_run_batch import Run, run_service, run_vllm_batch
 from core.config import SMOLLM2, Settings
-from core.db import make_engine, make_sessionmaker
-from core.models import Batch, Request
 from core.served import model_paths
-from tests.live import Deployment, jsonl, wait_batch
 from worker.engines.vllm import VllmOptions
 
 FILES = {
@@ -47,35 +42,6 @@ FILES = {
     "longgen": dict(subjects=8, exams=0.2, long=0.6, long_tokens=256, chat_tokens=64),
     "chat": dict(subjects=8, exams=0.0, long=0.05, long_tokens=256, chat_tokens=128),
 }
-
-
-def run_cpu_service(rows: list[dict], model: Path, tmp: Path) -> Run:
-    d = Deployment(tmp, "", f"{SMOLLM2}={model}", BLENDSERVE_CHUNK_REQUESTS="32", BLENDSERVE_PLAN_MAX_WAIT_S="1.0")
-    d.env.pop("LD_PRELOAD", None)
-    for role in ("api", "scheduler", "worker"):
-        d.start(role)
-    try:
-        d.wait_ready(timeout=600)
-        while f"serving {SMOLLM2}" not in d.log("worker", tail=None):
-            assert d.procs["worker"].poll() is None, d.log("worker")
-            time.sleep(0.2)
-        c = d.client()
-        worker = d.procs["worker"].pid
-        t0, cpu0 = time.time(), tree_cpu_s(worker)
-        f = c.files.create(file=("input.jsonl", jsonl(rows)), purpose="batch")
-        b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
-        b = wait_batch(c, b.id, timeout=3600)
-        cpu = tree_cpu_s(worker) - cpu0
-        assert b.status == "completed" and b.request_counts.completed == len(rows), (b, d.log("worker"))
-        sessions = make_sessionmaker(make_engine(Settings(data_dir=tmp).db_url))
-        with sessions() as s:
-            first = s.scalar(select(Batch.first_run_at).where(Batch.id == b.id))
-            last = s.scalar(select(func.max(Request.finished_at)).where(Request.batch_id == b.id))
-        u = b.usage
-        return Run("c: service, cpu engine", u.input_tokens, u.output_tokens, u.input_tokens_details.cached_tokens,
-                   last - first, last - t0, cpu)
-    finally:
-        d.stop()
 
 
 def by_prompt(rows: list[dict]) -> list[dict]:
@@ -110,7 +76,8 @@ def main() -> None:
                         os.environ.pop("LD_PRELOAD", None)
                     run.way = "s: vllm run_batch, sorted file" if way == "s" else "a: vllm run_batch"
                 else:
-                    run = run_cpu_service(rows, model, tmp)
+                    run = run_service(rows, model, "blendserve", tmp, engine="cpu")
+                    run.way = "c: service, cpu engine"
                 runs.append(run)
                 summary = {"file": name, **run.summary(), "load": os.getloadavg()[0]}
                 print(json.dumps(summary), flush=True)

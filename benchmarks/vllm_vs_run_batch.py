@@ -141,13 +141,15 @@ def run_vllm_batch(rows: list[dict], model: Path, options: VllmOptions, tmp: Pat
                done - started, done - t0, cpu1 - cpu0)
 
 
-def run_service(rows: list[dict], model: Path, planner: str, tmp: Path) -> Run:
-    """(b) or (c): a fresh deployment, its vLLM worker started before the upload."""
+def run_service(rows: list[dict], model: Path, planner: str, tmp: Path, engine: str = "vllm") -> Run:
+    """(b) or (c): a fresh deployment, its worker (vLLM, or the CPU engine) started before the upload."""
     d = Deployment(tmp, "", f"{SMOLLM2}={model}", BLENDSERVE_PLANNER=planner, BLENDSERVE_CHUNK_REQUESTS="32",
                    BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_PLAN_MAX_WAIT_S="1.0")
+    if engine == "cpu":
+        d.env.pop("LD_PRELOAD", None)        # vLLM's Intel OpenMP is not for torch's CPU build
     d.start("api")
     d.start("scheduler")
-    d.start("worker", None, "--engine", "vllm")
+    d.start("worker", None, "--engine", engine)
     try:
         d.wait_ready(timeout=600)
         while f"serving {SMOLLM2}" not in d.log("worker", tail=None):   # not vLLM's own "for serving" line
@@ -166,7 +168,8 @@ def run_service(rows: list[dict], model: Path, planner: str, tmp: Path) -> Run:
             first = s.scalar(select(Batch.first_run_at).where(Batch.id == b.id))
             last = s.scalar(select(func.max(Request.finished_at)).where(Request.batch_id == b.id))
         u = b.usage
-        return Run(f"{'b' if planner == 'blendserve' else 'c'}: service, vllm engine, {planner}",
+        label = {"blendserve": "b", "fcfs": "c"}.get(planner, "d")
+        return Run(f"{label}: service, {engine} engine, {planner}",
                    u.input_tokens, u.output_tokens, u.input_tokens_details.cached_tokens, last - first, last - t0,
                    cpu)
     finally:
