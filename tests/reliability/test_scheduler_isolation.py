@@ -78,3 +78,27 @@ def test_cancel_racing_completion_keeps_the_completed_batch(sched):
         assert s.scalar(select(func.count()).select_from(File)) == files
     assert sorted(p.name for p in sched.store.root.iterdir() if not p.name.startswith(".")) == \
         sorted([done.output_file_id, done.input_file_id])
+
+
+def test_a_full_disk_in_finalize_retries_that_batch_and_the_tick_carries_on(sched, monkeypatch):
+    import errno
+
+    full = add_batch(sched.sessions, sched.store, chat_lines(1, TINY), age=2)
+    _tick_until(sched, lambda: status(sched.sessions, full).status == "in_progress")
+    with sched.lease_sessions.begin() as s:        # the worker's result
+        s.execute(update(Request).where(Request.batch_id == full).values(
+            status="completed", response={"choices": []}, finished_at=time.time()))
+
+    def no_space(file_id):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    other = add_batch(sched.sessions, sched.store, chat_lines(2, TINY), age=1)     # still validating
+    monkeypatch.setattr(sched.store, "open_writer", no_space)
+    _tick_until(sched, lambda: status(sched.sessions, other).status == "in_progress")   # the tick goes on
+    for _ in range(5):
+        sched.tick()
+    assert status(sched.sessions, full).status == "finalizing"        # retried, neither lost nor failed
+    monkeypatch.undo()                                                 # space again
+    _tick_until(sched, lambda: status(sched.sessions, full).status == "completed", timeout=120)
+    done = status(sched.sessions, full)
+    assert done.output_file_id and sched.store.path(done.output_file_id).stat().st_size > 0
