@@ -4,6 +4,10 @@ The commands speak only the OpenAI Batch API, so the same commands drive
 BlendServe or OpenAI itself: the base URL and key come from `--base-url` /
 `--api-key` or, as the SDK reads them, `OPENAI_BASE_URL` / `OPENAI_API_KEY`.
 Without either, the embedded default at http://127.0.0.1:8000/v1 is used.
+
+The ETA is BlendServe's own (`/dashboard/batches/{id}`: the batch's observed
+rate, or the planner's estimate before enough of it ran); against a server
+without that route (OpenAI) it is extrapolated here from the request counts.
 """
 from __future__ import annotations
 
@@ -30,10 +34,39 @@ def _tokens(batch) -> int:
     return int(getattr(usage, "total_tokens", 0) or 0) if usage is not None else 0
 
 
-def _summary(batch) -> str:
+def progress(client, batch_id: str) -> dict | None:
+    """BlendServe's progress of one batch (tokens/s, eta_s, eta_source); None where the server has no such route."""
+    import httpx
+
+    root = str(client.base_url).rstrip("/").removesuffix("/v1")
+    try:
+        r = httpx.get(f"{root}/dashboard/batches/{batch_id}", timeout=5,
+                      headers={"Authorization": f"Bearer {client.api_key}"})
+        return r.json() if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def _clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def _eta(p: dict | None) -> str:
+    if not p or p.get("eta_s") is None:
+        return "ETA -"
+    return f"ETA {_clock(p['eta_s'])}" + (" (estimate)" if p.get("eta_source") == "estimate" else "")
+
+
+def _summary(batch, p: dict | None = None) -> str:
     c = batch.request_counts
     done = f"{c.completed}/{c.total} completed, {c.failed} failed" if c else "no counts yet"
-    return f"{batch.id}  {batch.status:<11} {done}"
+    line = f"{batch.id}  {batch.status:<11} {done}"
+    if batch.status == "in_progress" and p:
+        line += f", {p['tokens_per_s']:,.0f} tok/s, {_eta(p)}"
+    return line
 
 
 def wait(client, batch, poll_s: float, out=sys.stderr):
@@ -41,19 +74,27 @@ def wait(client, batch, poll_s: float, out=sys.stderr):
     from tqdm import tqdm
 
     bar = tqdm(total=max(batch.request_counts.total, 1) if batch.request_counts else 1, unit="req",
-               desc=batch.status, file=out, dynamic_ncols=True)
-    t0, tok0 = time.time(), _tokens(batch)
+               desc=batch.status, file=out, dynamic_ncols=True,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
+    t0, tok0, first = time.time(), _tokens(batch), None
     try:
         while batch.status not in FINAL:
             time.sleep(poll_s)
             batch = client.batches.retrieve(batch.id)
             c = batch.request_counts
+            done = c.completed + c.failed if c else 0
             if c and c.total:
                 bar.total = c.total
-                bar.n = c.completed + c.failed
-            rate = (_tokens(batch) - tok0) / max(time.time() - t0, 1e-9)
+                bar.n = done
+            p = progress(client, batch.id)
+            if p is None:                    # not BlendServe: extrapolate the counts seen here
+                first = first or (time.time(), done)
+                seen = done - first[1]
+                rate = (_tokens(batch) - tok0) / max(time.time() - t0, 1e-9)
+                eta = (time.time() - first[0]) * (bar.total - done) / seen if seen > 0 else None
+                p = {"tokens_per_s": rate, "eta_s": eta if batch.status == "in_progress" else None}
             bar.set_description(batch.status)
-            bar.set_postfix_str(f"{rate:,.0f} tok/s")
+            bar.set_postfix_str(f"{p['tokens_per_s']:,.0f} tok/s, {_eta(p)}")
             bar.refresh()
     finally:
         bar.close()
@@ -90,7 +131,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     client = _client(args)
     batches = [client.batches.retrieve(args.batch_id)] if args.batch_id else client.batches.list(limit=args.limit).data
     for b in batches:
-        print(json.dumps(b.model_dump(), indent=2) if args.json else _summary(b))
+        p = progress(client, b.id) if b.status == "in_progress" else None
+        print(json.dumps({**b.model_dump(), **({"progress": p} if p else {})}, indent=2) if args.json
+              else _summary(b, p))
     return 0
 
 

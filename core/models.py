@@ -131,6 +131,31 @@ class Worker(Base):
     pid: Mapped[int] = mapped_column(Integer)
     started_at: Mapped[float] = mapped_column(Float)
     heartbeat_at: Mapped[float] = mapped_column(Float)
+    # Pushed with each heartbeat (migration 0008): the engine's load now; None when it cannot say.
+    running_sequences: Mapped[int | None] = mapped_column(Integer)
+    kv_used_tokens: Mapped[int | None] = mapped_column(Integer)
+
+
+class PlanningRound(Base):
+    """One planning round of one model, written by the scheduler (migration 0008) for /metrics and the dashboard.
+
+    est_* are the policy's own estimate of the round's work (None where the policy makes none, as FCFS):
+    seconds to run it, its compute and memory (KV read) seconds, and the prefill (uncached prompt) and
+    decode tokens it expects, the same units as what the results later show ran.
+    """
+
+    __tablename__ = "planning_rounds"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model: Mapped[str] = mapped_column(String(256))
+    started_at: Mapped[float] = mapped_column(Float, index=True)
+    duration_s: Mapped[float] = mapped_column(Float)
+    requests: Mapped[int] = mapped_column(Integer)
+    est_seconds: Mapped[float | None] = mapped_column(Float)
+    est_compute_s: Mapped[float | None] = mapped_column(Float)
+    est_memory_s: Mapped[float | None] = mapped_column(Float)
+    est_prefill_tokens: Mapped[float | None] = mapped_column(Float)
+    est_decode_tokens: Mapped[float | None] = mapped_column(Float)
 
 
 class Lease(Base):

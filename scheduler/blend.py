@@ -37,8 +37,10 @@ from sqlalchemy.orm import Session
 
 from core.models import Request
 from scheduler.planner import HARDWARE, ModelProfile, Workload, estimate_output_lengths, plan, warmup_sample
+from scheduler.planner.perf import comp_time, mem_time
 from scheduler.planner.plan import STEP_TOKENS
 from scheduler.planning import Piece, Round
+from scheduler.rounds import RoundEstimate, estimate_seconds, fewest_steps
 
 log = logging.getLogger("blendserve.scheduler")
 
@@ -68,6 +70,10 @@ class BlendServe:
         self.warmups: dict[str, np.ndarray] = {}     # model -> request ids of its running warm-up sample
         self.ranks: dict[str, int] = {}
         self.told_unmixed: set[str] = set()          # models whose "cannot mix" was logged
+        self.estimates: dict[str, RoundEstimate] = {}  # model -> this round's estimate so far (scheduler/rounds.py)
+
+    def take_estimate(self, model: str) -> RoundEstimate | None:
+        return self.estimates.pop(model, None)
 
     def wants_round(self, session: Session, model: str, live_workers: int) -> bool:
         if live_workers and live_workers != self.ranks.get(model, live_workers):
@@ -143,9 +149,24 @@ class BlendServe:
         wl = _workload([r.prompts[i] for i in idx], r.max_tokens[idx])
         wl.output_len = est[idx]
         p = plan(wl, model, hw, order, kv_capacity_bytes=kv, ranks=ranks, step_tokens=step)
+        self._estimate(r.model, wl, p.sharing_ratio, model, hw, ranks, step)
         if ranks == 1:
             return [Piece(idx[p.order])]
         return [Piece(idx[o], rank=k) for k, o in enumerate(p.rank_orders)]
+
+
+    def _estimate(self, name: str, wl: Workload, sharing: float, model: ModelProfile, hw, ranks: int,
+                  step: int) -> None:
+        """Add this piece of the round to its estimate: tokens the order computes, their compute and KV-read
+        seconds (DESIGN.md's Comp and Mem, the prefix cache taking `sharing` of the prompts), and the
+        time of the `sequential` step model (scheduler/rounds.py)."""
+        p, d = wl.prompt_lens().astype(np.float64), np.minimum(wl.output_len, wl.max_tokens)
+        prefill, decode = float(p.sum()) * (1.0 - sharing), float(d.sum())
+        compute, memory = float(comp_time(prefill, decode, model, hw)), float(mem_time(p, d, model, hw).sum())
+        steps = fewest_steps(prefill + decode, step, float(d.max(initial=0.0)), ranks)
+        self.estimates.setdefault(name, RoundEstimate()).add(RoundEstimate(
+            estimate_seconds(compute, memory, steps * ranks, model.weight_bytes(), hw.bandwidth, ranks),
+            compute, memory, prefill, decode))
 
 
 class DFS(BlendServe):

@@ -71,8 +71,10 @@ def _expire(sessions: sessionmaker[Session], store: FileStore, bid: str) -> None
 
 def _complete(sessions: sessionmaker[Session], store: FileStore, bid: str) -> None:
     with sessions.begin() as s:
-        s.execute(update(Batch).where(Batch.id == bid, Batch.status == "in_progress")
-                  .values(status="finalizing", finalizing_at=int(time.time())))
+        moved = s.execute(update(Batch).where(Batch.id == bid, Batch.status == "in_progress")
+                          .values(status="finalizing", finalizing_at=int(time.time()))).rowcount
+    if moved:
+        log.info("batch %s finalizing: every request has its result", bid)
     _finish(sessions, store, bid, "completed", "completed_at", "finalizing")
 
 

@@ -36,7 +36,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core.config import Settings
 from core.models import Batch, Chunk, Request, Worker
-from scheduler import priority
+from scheduler import priority, rounds
 from scheduler.backoff import Backoff
 from scheduler.fencing import LostLease
 
@@ -214,11 +214,13 @@ def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session],
     cls = priority.classes([r[8] for r in rows], [r[9] for r in rows], rnd.expires_at, now,
                            settings.urgent_horizon_s, priority.parse_key_priorities(settings.key_priorities))
     pieces = []
+    rounds.take_estimate(policy, model)        # drop what a failed round may have left
     for c in np.unique(cls):                   # urgent, then high, normal, low; each ordered by the policy
         idx = np.flatnonzero(cls == c)
         sub = rnd if len(idx) == len(rows) else rnd.take(idx)
         pieces += [Piece(idx[p.order], p.rank) for p in policy.pieces(sub)]
     t_plan = time.time() - t0
+    est = rounds.take_estimate(policy, model)
     assert sum(len(p.order) for p in pieces) == len(rows), "a policy must place every request exactly once"
     with sessions.begin() as s:                # the short write: only what is still as it was read
         still = set(s.scalars(select(Chunk.id).where(Chunk.id.in_(unclaimed), Chunk.status == "pending")))
@@ -241,6 +243,7 @@ def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session],
             s.connection().execute(_MOVE, [
                 {"b_id": int(rnd.ids[i]), "b_old": old_chunk[i], "b_chunk": ids[first + k], "b_pos": pos}
                 for k, part in enumerate(parts) for pos, i in enumerate(part)])
-    log.info("planned %d request(s) of %s in %d piece(s): policy %.2fs, round %.2fs", len(rows), model,
-             len(pieces), t_plan, time.time() - now)
+        s.add(rounds.record(model, now, time.time() - now, len(rows), est))
+    log.info("planned %d request(s) of %s in %d piece(s): policy %.2fs, round %.2fs; %s", len(rows), model,
+             len(pieces), t_plan, time.time() - now, rounds.describe(est))
     return len(rows)

@@ -2,6 +2,19 @@
 
 Kept apart from the route and the template so the figures can be tested
 without a browser, and so the page stays a plain server-rendered view.
+
+ETA of a running batch: from its observed rate (requests finished since its
+first request reached an engine) once MIN_OBSERVED of it has finished; before
+that, from the latest planning round of its model (scheduler/rounds.py: the
+policy's estimate of the round's work, which holds the batch's unfinished
+requests, so it is when the batch ends at the latest if the estimate holds).
+
+The plan against what ran: per time bin, the share of prefill among the
+tokens the plan in effect expected to compute (prefill = prompt tokens not
+served by the prefix cache, decode = completion tokens), beside the same
+share of what the results written in that bin computed. Token shares are a
+proxy for the compute/memory balance (prefill is compute-dense, decode
+memory-dense), the same one for both lines; the page says so.
 """
 from __future__ import annotations
 
@@ -11,11 +24,13 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.jobs import batch_stats
-from core.models import Batch, Chunk, Request, Worker
+from core.jobs import BatchStats, batch_stats
+from core.models import Batch, Chunk, PlanningRound, Request, Worker
 
 RECENT_BATCHES = 50
 BINS = 30                      # points of the throughput plot
+RECENT_ROUNDS = 10
+MIN_OBSERVED = (3, 0.05)       # results (at least 3, and 5% of the batch) before the observed rate gives the ETA
 
 
 @dataclass
@@ -27,7 +42,8 @@ class BatchView:
     total: int
     tokens_per_s: float
     cached_share: float
-    eta_s: float | None        # None: not running, or nothing finished yet to extrapolate from
+    eta_s: float | None        # None: not running, or neither enough results nor an estimate yet
+    eta_source: str | None = None   # "observed" | "estimate"
 
     @property
     def percent(self) -> float:
@@ -42,6 +58,24 @@ class WorkerView:
     kv_capacity_tokens: int
     heartbeat_age_s: float
     chunks: list[int]
+    running_sequences: int | None = None    # None: the engine cannot say
+    kv_used_tokens: int | None = None
+
+    @property
+    def kv_percent(self) -> float | None:
+        if self.kv_used_tokens is None or not self.kv_capacity_tokens:
+            return None
+        return 100.0 * self.kv_used_tokens / self.kv_capacity_tokens
+
+
+@dataclass
+class RoundView:
+    model: str
+    started_at: float
+    duration_s: float
+    requests: int
+    est_seconds: float | None
+    balance: float | None      # estimated compute seconds per memory second
 
 
 @dataclass
@@ -50,24 +84,57 @@ class Bin:
     tokens_per_s: float
     prefill_tokens: int        # prompt tokens computed (not cached): compute-dense work
     decode_tokens: int         # completion tokens: memory-dense work
+    planned_prefill_share: float | None = None   # the plan in effect at the bin's end; None: no round yet
 
 
 def batches(s: Session, owner: str | None, now: float) -> list[BatchView]:
     q = select(Batch).order_by(Batch.created_at.desc(), Batch.id.desc()).limit(RECENT_BATCHES)
     rows = s.scalars(q if owner is None else q.where(Batch.owner == owner)).all()
     stats = batch_stats(s, [b.id for b in rows])
-    out = []
-    for b in rows:
-        st = stats[b.id]
-        total, done = st.total or b.total, st.completed + st.failed
-        started = b.in_progress_at
-        ended = b.completed_at or b.cancelled_at or b.expired_at or b.failed_at or b.finalizing_at
-        elapsed = ((ended or now) - started) if started else 0.0
-        rate = (st.input_tokens + st.output_tokens) / elapsed if elapsed > 0 else 0.0
-        eta = elapsed * (total - done) / done if b.status == "in_progress" and done and elapsed > 0 else None
-        out.append(BatchView(b.id, b.status, b.model, done, total, rate,
-                             st.cached_tokens / st.input_tokens if st.input_tokens else 0.0, eta))
-    return out
+    rounds = latest_rounds(s, {b.model for b in rows if b.status == "in_progress" and b.model})
+    return [_view(b, stats[b.id], rounds.get(b.model), now) for b in rows]
+
+
+def batch_view(s: Session, b: Batch, now: float) -> BatchView:
+    """One batch's progress (the JSON progress route)."""
+    last = latest_rounds(s, {b.model} if b.status == "in_progress" and b.model else set()).get(b.model)
+    return _view(b, batch_stats(s, [b.id])[b.id], last, now)
+
+
+def _view(b: Batch, st: BatchStats, last_round: PlanningRound | None, now: float) -> BatchView:
+    total, done = st.total or b.total, st.completed + st.failed
+    started = b.in_progress_at
+    ended = b.completed_at or b.cancelled_at or b.expired_at or b.failed_at or b.finalizing_at
+    elapsed = ((ended or now) - started) if started else 0.0
+    rate = (st.input_tokens + st.output_tokens) / elapsed if elapsed > 0 else 0.0
+    eta, source = eta_of(b, done, total, last_round, now) if b.status == "in_progress" else (None, None)
+    return BatchView(b.id, b.status, b.model, done, total, rate,
+                     st.cached_tokens / st.input_tokens if st.input_tokens else 0.0, eta, source)
+
+
+def latest_rounds(s: Session, models: set[str]) -> dict[str, PlanningRound]:
+    """The most recent planning round of each model."""
+    if not models:
+        return {}
+    last = (select(PlanningRound.model, func.max(PlanningRound.id).label("id"))
+            .where(PlanningRound.model.in_(models)).group_by(PlanningRound.model).subquery())
+    return {r.model: r for r in s.scalars(select(PlanningRound).join(last, PlanningRound.id == last.c.id))}
+
+
+def eta_of(b: Batch, done: int, total: int, last_round: PlanningRound | None,
+           now: float) -> tuple[float | None, str | None]:
+    """Seconds until a running batch ends, and where that came from (see the module docstring)."""
+    remaining = total - done
+    if remaining <= 0:
+        return 0.0, "observed"
+    since = b.first_run_at or b.in_progress_at
+    if done >= max(MIN_OBSERVED[0], MIN_OBSERVED[1] * total) and since and now > since:
+        return (now - since) * remaining / done, "observed"
+    if last_round is not None and last_round.est_seconds is not None:
+        left = last_round.started_at + last_round.duration_s + last_round.est_seconds - now
+        if left > 0:
+            return left, "estimate"
+    return None, None
 
 
 def workers(s: Session, lease_s: float, now: float) -> list[WorkerView]:
@@ -75,8 +142,38 @@ def workers(s: Session, lease_s: float, now: float) -> list[WorkerView]:
     for wid, cid in s.execute(select(Chunk.worker_id, Chunk.id).where(Chunk.status == "claimed")):
         held.setdefault(wid, []).append(cid)
     live = s.scalars(select(Worker).where(Worker.heartbeat_at > now - 10 * lease_s).order_by(Worker.started_at))
-    return [WorkerView(w.id, w.model, w.engine, w.kv_capacity_tokens, now - w.heartbeat_at, held.get(w.id, []))
+    return [WorkerView(w.id, w.model, w.engine, w.kv_capacity_tokens, now - w.heartbeat_at, held.get(w.id, []),
+                       w.running_sequences, w.kv_used_tokens)
             for w in live]
+
+
+def recent_rounds(s: Session, limit: int = RECENT_ROUNDS) -> list[RoundView]:
+    rows = s.scalars(select(PlanningRound).order_by(PlanningRound.id.desc()).limit(limit))
+    return [RoundView(r.model, r.started_at, r.duration_s, r.requests, r.est_seconds,
+                      r.est_compute_s / r.est_memory_s if r.est_compute_s is not None and r.est_memory_s else None)
+            for r in rows]
+
+
+def planned_shares(s: Session, bins: list[Bin], width: float) -> None:
+    """Set each bin's planned prefill share: the latest round of every model started before the bin's end."""
+    if not bins:
+        return
+    start = bins[0].start
+    first = (select(PlanningRound.model, func.max(PlanningRound.id).label("id"))
+             .where(PlanningRound.started_at <= start).group_by(PlanningRound.model).subquery())
+    before = s.scalars(select(PlanningRound).join(first, PlanningRound.id == first.c.id)).all()
+    during = s.scalars(select(PlanningRound).where(PlanningRound.started_at > start)
+                       .order_by(PlanningRound.started_at)).all()
+    current = {r.model: r for r in before}
+    i = 0
+    for b in bins:
+        while i < len(during) and during[i].started_at <= b.start + width:
+            current[during[i].model] = during[i]
+            i += 1
+        known = [r for r in current.values() if r.est_prefill_tokens is not None]
+        prefill = sum(r.est_prefill_tokens for r in known)
+        tokens = prefill + sum(r.est_decode_tokens for r in known)
+        b.planned_prefill_share = prefill / tokens if tokens > 0 else None
 
 
 def timeline(s: Session, owner: str | None, now: float, span_s: float = 600.0) -> list[Bin]:
@@ -94,23 +191,27 @@ def timeline(s: Session, owner: str | None, now: float, span_s: float = 600.0) -
         b = bins[min(int(i), BINS - 1)]
         b.prefill_tokens, b.decode_tokens = int(prompt or 0) - int(cached or 0), int(completion or 0)
         b.tokens_per_s = (int(prompt or 0) + b.decode_tokens) / width
+    planned_shares(s, bins, width)
     return bins
 
 
-def polyline(values: list[float], width: int, height: int, top: float | None = None) -> str:
-    """SVG points for values scaled into a width x height box (0 at the bottom, `top` or the peak at the top)."""
-    top = top or max(values) or 1.0
+def polyline(values: list[float | None], width: int, height: int, top: float | None = None) -> str:
+    """SVG points for values scaled into a width x height box (0 at the bottom, `top` or the peak at the top);
+    None values are left out."""
+    top = top or max((v for v in values if v is not None), default=0.0) or 1.0
     step = width / max(len(values) - 1, 1)
-    return " ".join(f"{i * step:.1f},{height - v / top * height:.1f}" for i, v in enumerate(values))
+    return " ".join(f"{i * step:.1f},{height - v / top * height:.1f}" for i, v in enumerate(values) if v is not None)
 
 
 def snapshot(s: Session, owner: str | None, lease_s: float) -> dict:
     now = time.time()
     bins = timeline(s, owner, now)
-    mix = [b.prefill_tokens / (b.prefill_tokens + b.decode_tokens) if b.prefill_tokens + b.decode_tokens else 0.0
+    mix = [b.prefill_tokens / (b.prefill_tokens + b.decode_tokens) if b.prefill_tokens + b.decode_tokens else None
            for b in bins]
     return {"now": now, "batches": batches(s, owner, now),
             "workers": workers(s, lease_s, now),     # shared machinery, no tenant's data
+            "rounds": recent_rounds(s),              # shared too: counts and times, no tenant's data
             "bins": bins, "peak_tokens_per_s": max(b.tokens_per_s for b in bins),
             "throughput_points": polyline([b.tokens_per_s for b in bins], 600, 120),
-            "mix_points": polyline(mix, 600, 120, top=1.0)}
+            "mix_points": polyline(mix, 600, 120, top=1.0),
+            "planned_points": polyline([b.planned_prefill_share for b in bins], 600, 120, top=1.0)}

@@ -11,14 +11,15 @@ from __future__ import annotations
 import time
 from typing import Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.models import Batch, Chunk, Request, Worker
+from core.models import Batch, Chunk, PlanningRound, Request, Worker
 
 RATE_WINDOW_S = 60.0       # per-worker tokens/s: results written in the last minute
+ROUND_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)   # planning round durations
 
 
 class JobTableCollector(Collector):
@@ -31,6 +32,7 @@ class JobTableCollector(Collector):
             yield from self._batches(s)
             yield from self._requests(s, now)
             yield from self._workers(s, now)
+            yield from self._rounds(s)
 
     def _batches(self, s: Session) -> Iterator[Metric]:
         g = GaugeMetricFamily("blendserve_batches", "Batches by status.", labels=["status"])
@@ -71,6 +73,11 @@ class JobTableCollector(Collector):
                                  labels=labels)
         held = GaugeMetricFamily("blendserve_worker_claimed_chunks", "Plan chunks the worker holds now.",
                                  labels=labels)
+        running = GaugeMetricFamily("blendserve_worker_running_sequences",
+                                    "Sequences the worker's engine runs, as of its last heartbeat.", labels=labels)
+        kv_used = GaugeMetricFamily("blendserve_worker_kv_used_tokens",
+                                    "KV cache tokens the engine's running sequences hold, as of its last heartbeat.",
+                                    labels=labels)
         tokens = dict(s.execute(
             select(Chunk.worker_id, func.sum(Request.prompt_tokens + Request.completion_tokens))
             .join(Chunk, Chunk.id == Request.chunk_id)
@@ -85,4 +92,27 @@ class JobTableCollector(Collector):
             kv.add_metric(key, w.kv_capacity_tokens)
             rate.add_metric(key, float(tokens.get(w.id) or 0) / RATE_WINDOW_S)
             held.add_metric(key, claimed.get(w.id, 0))
-        yield from (beat, kv, rate, held)
+            if w.running_sequences is not None:          # engines that cannot say are left out, not shown as 0
+                running.add_metric(key, w.running_sequences)
+            if w.kv_used_tokens is not None:
+                kv_used.add_metric(key, w.kv_used_tokens)
+        yield from (beat, kv, rate, held, running, kv_used)
+
+    def _rounds(self, s: Session) -> Iterator[Metric]:
+        """Planning rounds per model from the scheduler's records: a counter and a duration histogram."""
+        total = CounterMetricFamily("blendserve_planning_rounds", "Planning rounds run.", labels=["model"])
+        planned = CounterMetricFamily("blendserve_planned_requests", "Requests (re)planned by planning rounds.",
+                                      labels=["model"])
+        hist = HistogramMetricFamily("blendserve_planning_round_duration_seconds",
+                                     "Wall time of a planning round (read, plan, write).", labels=["model"])
+        d = PlanningRound.duration_s
+        rows = s.execute(select(PlanningRound.model, func.count(), func.coalesce(func.sum(d), 0.0),
+                                func.coalesce(func.sum(PlanningRound.requests), 0),
+                                *(func.sum(case((d <= b, 1), else_=0)) for b in ROUND_BUCKETS_S))
+                         .group_by(PlanningRound.model)).all()
+        for model, n, seconds, requests, *le in rows:
+            total.add_metric([model], n)
+            planned.add_metric([model], int(requests))
+            hist.add_metric([model], [(str(b), int(c or 0)) for b, c in zip(ROUND_BUCKETS_S, le)] + [("+Inf", n)],
+                            sum_value=float(seconds))
+        yield from (total, planned, hist)

@@ -1,13 +1,14 @@
 """/health, /ready and /metrics on a live deployment: what a probe and a Prometheus scrape see."""
 from __future__ import annotations
 
+import re
 import time
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import TINY
-from tests.live import chat_lines, run_batch
+from tests.live import TERMINAL, chat_lines, jsonl, run_batch
 
 
 def _root(d) -> str:
@@ -59,3 +60,44 @@ def test_ready_says_why_not(make_deployment):
     while time.time() < deadline and len(httpx.get(f"{_root(d)}/ready").json()["reasons"]) < 2:
         time.sleep(0.5)
     assert "no scheduler holds a fresh lease" in httpx.get(f"{_root(d)}/ready").json()["reasons"]
+
+
+def test_worker_load_and_planning_rounds(make_deployment):
+    """Figures of the worker and scheduler processes reach the API's scrape: the engine's running sequences and
+    KV use (pushed with each heartbeat) and every planning round; each role logs its part of the batch."""
+    d = make_deployment().start_all()
+    c = d.client()
+    f = c.files.create(file=("in.jsonl", jsonl(chat_lines(60, TINY, max_tokens=64))), purpose="batch")
+    b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    busy = {"blendserve_worker_running_sequences": 0.0, "blendserve_worker_kv_used_tokens": 0.0}
+    while c.batches.retrieve(b.id).status not in TERMINAL:
+        for (name, _), v in _samples(d).items():
+            if name in busy:
+                busy[name] = max(busy[name], v)
+        time.sleep(0.2)
+    assert c.batches.retrieve(b.id).status == "completed"
+    assert busy["blendserve_worker_running_sequences"] > 0 and busy["blendserve_worker_kv_used_tokens"] > 0
+    deadline = time.time() + 10                      # idle again by the next heartbeat (a third of the 3 s lease)
+    while time.time() < deadline:
+        idle = {k[0]: v for k, v in _samples(d).items() if k[0] in busy}
+        if idle == {n: 0.0 for n in busy}:
+            break
+        time.sleep(0.3)
+    assert idle == {n: 0.0 for n in busy}
+
+    after = _samples(d)
+    rounds = after[("blendserve_planning_rounds_total", (("model", TINY),))]
+    assert rounds >= 1
+    assert after[("blendserve_planning_round_duration_seconds_count", (("model", TINY),))] == rounds
+    assert after[("blendserve_planning_round_duration_seconds_bucket", (("le", "+Inf"), ("model", TINY)))] == rounds
+    assert after[("blendserve_planning_round_duration_seconds_sum", (("model", TINY),))] > 0
+    assert after[("blendserve_planned_requests_total", (("model", TINY),))] >= 60
+
+    progress = httpx.get(f"{_root(d)}/dashboard/batches/{b.id}", timeout=10).json()
+    assert progress["done"] == progress["total"] == 60 and progress["eta_s"] is None
+    # One log line per planning round (requests, estimate, balance), per batch transition, per worker claim.
+    sched, worker = d.log("scheduler", tail=None), d.log("worker", tail=None)
+    assert re.search(rf"planned \d+ request\(s\) of {TINY} .* estimated [\d.e+-]+s, .*\(balance [\d.e+-]+\)", sched)
+    assert f"batch {b.id} valid: 60 requests" in sched and f"batch {b.id} finalizing" in sched
+    assert f"batch {b.id} completed: 60 output line(s)" in sched
+    assert re.search(r"claimed chunk \d+ \(\d+ requests\)", worker)

@@ -46,7 +46,7 @@ from core.ids import new_id
 from core.migrate import upgrade
 from core.models import Batch, Request, Worker
 from worker import claims
-from worker.engines.base import Engine, GenRequest, GenResult
+from worker.engines.base import Engine, GenRequest, GenResult, engine_stats
 from worker.responses import response_body, sampling_params
 
 log = logging.getLogger("blendserve.worker")
@@ -364,8 +364,11 @@ class WorkerService:
         every = self.settings.lease_seconds / 3
         while not self.stop.wait(every):
             try:
+                load = engine_stats(self.engine)     # pushed, so one scrape of the API sees every worker
                 with self.sessions.begin() as s:
-                    s.execute(update(Worker).where(Worker.id == self.id).values(heartbeat_at=time.time()))
+                    s.execute(update(Worker).where(Worker.id == self.id).values(
+                        heartbeat_at=time.time(), running_sequences=load.running_sequences,
+                        kv_used_tokens=load.kv_used_tokens))
                 for cid, held in list(self.held.items()):
                     if not held.lost and not claims.renew(self.sessions, cid, self.id, self.settings.lease_seconds):
                         log.warning("lost the lease on chunk %d; dropping its unfinished work", cid)

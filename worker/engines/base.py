@@ -45,6 +45,24 @@ class GenResult:
         self.completion_tokens = len(self.output_ids)
 
 
+@dataclass(frozen=True)
+class EngineStats:
+    """The engine's load now, pushed with the worker's heartbeat for /metrics and the dashboard.
+    None: this engine cannot say."""
+    running_sequences: int | None = None
+    kv_used_tokens: int | None = None      # KV tokens held by running sequences (not the evictable prefix cache)
+
+
+def engine_stats(engine: object) -> EngineStats:
+    """`engine.stats()` where the engine has one, else unknown; never raises (it runs in the heartbeat thread,
+    concurrently with the engine's own loop, so it reads counters without locks and may be a step stale)."""
+    stats = getattr(engine, "stats", None)
+    try:
+        return stats() if stats is not None else EngineStats()
+    except Exception:
+        return EngineStats()
+
+
 class Engine(Protocol):
     """An inference engine for one model."""
 
@@ -73,3 +91,5 @@ class Engine(Protocol):
 
     def close(self) -> None:
         ...
+
+    # Optional: `stats() -> EngineStats`, read through engine_stats() (engines without it report unknown).

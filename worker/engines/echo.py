@@ -22,7 +22,7 @@ import time
 from collections import OrderedDict
 from typing import Callable, Iterable, Iterator
 
-from worker.engines.base import GenRequest, GenResult
+from worker.engines.base import EngineStats, GenRequest, GenResult
 
 BLOCK = 16
 FILLER = 1000          # the token id every reply is made of ("x" in the text)
@@ -65,6 +65,12 @@ class EchoEngine:
         self.max_running = int(max_running or _env("BLENDSERVE_ECHO_MAX_RUNNING", 256))
         self.cache = _PrefixModel(int(cache_tokens or _env("BLENDSERVE_ECHO_CACHE_TOKENS", 500_000)))
         self.rng = random.Random(seed)
+        self._running: list[tuple[float, int, GenResult]] = []
+
+    def stats(self) -> EngineStats:
+        """Running sequences, and the tokens a real engine's KV would hold for them (prompt + reply)."""
+        running = list(self._running)
+        return EngineStats(len(running), sum(r.prompt_tokens + r.completion_tokens for _, _, r in running))
 
     def kv_capacity_tokens(self) -> int:
         return self.cache.capacity * BLOCK
@@ -79,6 +85,7 @@ class EchoEngine:
                  cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
         feed = iter(requests)
         running: list[tuple[float, int, GenResult]] = []      # (finish time, tie-break, result)
+        self._running = running
         exhausted, n = False, 0
         while running or not exhausted:
             while not exhausted and len(running) < self.max_running:
@@ -96,7 +103,7 @@ class EchoEngine:
             if cancelled is not None:
                 kept = [r for r in running if not cancelled(r[2].key)]
                 if len(kept) != len(running):
-                    running = kept
+                    running = self._running = kept
                     heapq.heapify(running)
             while running and running[0][0] <= time.monotonic():
                 yield heapq.heappop(running)[2]

@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from worker.engines.base import GenRequest, GenResult
+from worker.engines.base import EngineStats, GenRequest, GenResult
 
 IN_FLIGHT_KV_MULTIPLE = 2.0
 STEP_TOKENS = 2048      # = scheduler.planner.plan.STEP_TOKENS: decodes + prefill chunk per step
@@ -42,9 +42,14 @@ class SGLangEngine:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="sglang-loop")
         self.thread.start()
+        self._flight: dict = {}
 
     def kv_capacity_tokens(self) -> int:
         return self._capacity
+
+    def stats(self) -> EngineStats:
+        """Requests handed to SGLang and not finished (some may wait in its queue); KV use: unknown here."""
+        return EngineStats(len(self._flight))
 
     def step_token_budget(self) -> int | None:
         """Tokens one mixed step runs (decodes + prefill chunk): what the planner paces a blend to."""
@@ -53,7 +58,7 @@ class SGLangEngine:
     def generate(self, requests: Iterable[GenRequest],
                  cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
         done: queue.Queue = queue.Queue()
-        flight: dict[int, tuple[asyncio.Future, int]] = {}
+        flight: dict[int, tuple[asyncio.Future, int]] = self._flight = {}
         budget = IN_FLIGHT_KV_MULTIPLE * self._capacity
         stream, used, waiting = iter(requests), 0, None
         try:

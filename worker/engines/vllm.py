@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from worker.engines.base import GenRequest, GenResult
+from worker.engines.base import EngineStats, GenRequest, GenResult
 
 
 @dataclass(frozen=True)
@@ -81,9 +81,14 @@ class VllmEngine:
         self._engine = LLMEngine.from_engine_args(EngineArgs(**self.options.engine_args(Path(model_path), model_name)))
         cache = self._engine.vllm_config.cache_config
         self._capacity = int(cache.num_gpu_blocks) * int(cache.block_size)
+        self._running: dict = {}
 
     def kv_capacity_tokens(self) -> int:
         return self._capacity
+
+    def stats(self) -> EngineStats:
+        """Requests added to vLLM and not finished; KV use lives in vLLM's engine-core process: unknown here."""
+        return EngineStats(len(self._running))
 
     def step_token_budget(self) -> int:
         """vLLM V1 always chunks prefills and schedules them beside the running decodes, up to
@@ -93,7 +98,7 @@ class VllmEngine:
     def generate(self, requests: Iterable[GenRequest],
                  cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
         stream = iter(requests)
-        running: dict[str, GenRequest] = {}
+        running: dict[str, GenRequest] = self._running = {}
         exhausted = False
         try:
             while True:

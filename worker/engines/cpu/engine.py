@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Iterator
 import torch
 
 from core.modelstore import context_length, eos_token_ids, load_tokenizer
-from worker.engines.base import GenRequest, GenResult
+from worker.engines.base import EngineStats, GenRequest, GenResult
 from worker.engines.cpu.block_manager import BlockManager
 from worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
 from worker.engines.cpu.model import Llama, default_dtype
@@ -100,11 +100,16 @@ class CpuEngine:
     def close(self) -> None:
         self._fresh_cache()
 
+    def stats(self) -> EngineStats:
+        """Running sequences and KV tokens they hold (blocks not free), for the worker's heartbeat."""
+        running = len(self._sched.running) if getattr(self, "_sched", None) else 0
+        return EngineStats(running, (self.blocks.num_blocks - self.blocks.free_blocks) * self.block_size)
+
     @torch.inference_mode()
     def generate(self, requests: Iterable[GenRequest],
                  cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
         stream = iter(requests)
-        sched = Scheduler(self.blocks, self.max_running, self.step_tokens)
+        sched = self._sched = Scheduler(self.blocks, self.max_running, self.step_tokens)
         ready: list[Sequence] = []      # finished without running (nothing to generate)
 
         def pull() -> Sequence | None:
