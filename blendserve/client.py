@@ -75,7 +75,7 @@ def wait(client, batch, poll_s: float, out=sys.stderr):
 
     bar = tqdm(total=max(batch.request_counts.total, 1) if batch.request_counts else 1, unit="req",
                desc=batch.status, file=out, dynamic_ncols=True,
-               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
+               bar_format="{desc}{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
     t0, tok0, first = time.time(), _tokens(batch), None
     try:
         while batch.status not in FINAL:

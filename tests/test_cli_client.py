@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -51,3 +52,14 @@ def test_cancel_and_clear_errors(deployment, tmp_path):
     bad.write_text('{"custom_id": "a"}\n')
     failed = _cli(deployment, "submit", str(bad), "--wait", "--poll", "0.2")
     assert failed.returncode == 1 and "line 1" in failed.stderr
+
+
+def test_submit_wait_shows_the_eta(deployment, tmp_path):
+    """While the batch runs, the bar shows completed/total, tokens/s and an ETA (BlendServe's, from its
+    progress route: the plan's estimate first, then the observed rate)."""
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(jsonl(chat_lines(60, TINY, max_tokens=64)))
+    r = _cli(deployment, "submit", str(src), "--wait", "--poll", "0.2")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"in_progress: +\d+%\|.*\| \d+/60 \[[\d:]+, [\d,]+ tok/s, ETA \d+:\d\d", r.stderr), r.stderr
+    assert "60/60 completed" in r.stderr

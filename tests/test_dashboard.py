@@ -7,6 +7,8 @@ import httpx
 import pytest
 from playwright.sync_api import sync_playwright
 
+from core.models import Batch, PlanningRound
+from server.dashboard import eta_of
 from tests.conftest import TINY
 from tests.live import chat_lines, jsonl, wait_batch
 
@@ -41,8 +43,15 @@ def test_dashboard_shows_a_running_batch(make_deployment, browser, tmp_path):
     assert 0 < pct <= 100
     done, total = row.locator("td.num").nth(0).inner_text().split("/")
     assert int(total) == 60 and int(done) >= 4
-    assert page.locator("#workers td").filter(has_text="tiny-llama").count() == 1
+    assert row.locator("td.eta").get_attribute("data-source") in ("observed", "estimate", "")
+    worker = page.locator("#workers tr[data-worker]")
+    assert worker.count() == 1 and worker.locator("td").filter(has_text="tiny-llama").count() == 1
+    running = worker.locator("td.running").inner_text()          # pushed by the worker's heartbeat
+    assert running.isdigit() and " / " in worker.locator("td.kv").inner_text()
     assert page.locator("#timeline polyline").first.get_attribute("points").count(",") == 30
+    assert page.locator("#timeline polyline.planned").get_attribute("points").count(",") >= 1
+    rounds = page.locator("#rounds tr").filter(has_text="tiny-llama")
+    assert rounds.count() >= 1 and rounds.first.locator("td.balance").inner_text() != "\u2013"
     page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
     assert (tmp_path / "dashboard.png").stat().st_size > 10_000
 
@@ -50,3 +59,21 @@ def test_dashboard_shows_a_running_batch(make_deployment, browser, tmp_path):
     other.goto(f"{root}/dashboard?key=k2")
     assert other.locator(f"tr[data-batch='{b.id}']").count() == 0
     assert httpx.get(f"{root}/dashboard", headers={"Authorization": "Bearer k1"}).text.count(b.id) >= 1
+    # The same progress as JSON (what `blendserve status` shows), under the same keys.
+    mine = httpx.get(f"{root}/dashboard/batches/{b.id}", headers={"Authorization": "Bearer k1"})
+    assert mine.status_code == 200 and mine.json()["total"] == 60 and mine.json()["done"] >= 4
+    assert httpx.get(f"{root}/dashboard/batches/{b.id}", headers={"Authorization": "Bearer k2"}).status_code == 404
+    assert httpx.get(f"{root}/dashboard/batches/{b.id}").status_code == 401
+
+
+def test_eta_from_the_estimate_then_the_observed_rate():
+    """Before enough of a batch ran, its ETA is the latest round's estimate; then its own rate takes over."""
+    now = 10_000.0
+    b = Batch(in_progress_at=int(now - 100), first_run_at=now - 60)
+    rnd = PlanningRound(started_at=now - 30, duration_s=2.0, est_seconds=100.0)
+    assert eta_of(b, 0, 200, None, now) == (None, None)                  # nothing ran, no estimate
+    assert eta_of(b, 2, 200, rnd, now) == (72.0, "estimate")             # 30 - 2 s of its 100 s have passed
+    assert eta_of(b, 9, 200, rnd, now) == (72.0, "estimate")             # under 5% done: still the estimate
+    assert eta_of(b, 20, 200, rnd, now) == (60.0 * 180 / 20, "observed")  # 20 in the 60 s since the first ran
+    late = PlanningRound(started_at=now - 300, duration_s=2.0, est_seconds=100.0)
+    assert eta_of(b, 2, 200, late, now) == (None, None)                  # an estimate already overrun says nothing
