@@ -156,6 +156,16 @@ class PlanningRound(Base):
     est_memory_s: Mapped[float | None] = mapped_column(Float)
     est_prefill_tokens: Mapped[float | None] = mapped_column(Float)
     est_decode_tokens: Mapped[float | None] = mapped_column(Float)
+    # Running totals of the model's rounds up to and including this one, so /metrics reads one row per model
+    # and old rows can be deleted without a counter going back: rounds, requests, seconds, and per bound of
+    # ROUND_BUCKETS_S the rounds that took at most that long (a Prometheus histogram's cumulative buckets).
+    rounds_total: Mapped[int] = mapped_column(Integer, default=0)
+    requests_total: Mapped[int] = mapped_column(BigInteger, default=0)
+    seconds_total: Mapped[float] = mapped_column(Float, default=0.0)
+    buckets_total: Mapped[list[Any]] = mapped_column(JSON, default=list)
+
+
+ROUND_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)   # planning round duration bounds
 
 
 class Lease(Base):
@@ -174,3 +184,4 @@ class Lease(Base):
 # rows (completed, failed, cancelled, expired) never enter.
 Index("ix_chunks_status_model", Chunk.status, Chunk.model)
 Index("ix_chunks_seq", Chunk.seq)
+Index("ix_planning_rounds_model_id", PlanningRound.model, PlanningRound.id)   # a model's latest round (0008)

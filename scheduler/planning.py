@@ -243,7 +243,7 @@ def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session],
             s.connection().execute(_MOVE, [
                 {"b_id": int(rnd.ids[i]), "b_old": old_chunk[i], "b_chunk": ids[first + k], "b_pos": pos}
                 for k, part in enumerate(parts) for pos, i in enumerate(part)])
-        s.add(rounds.record(model, now, time.time() - now, len(rows), est))
+        rounds.record(s, model, now, time.time() - now, len(rows), est)
     log.info("planned %d request(s) of %s in %d piece(s): policy %.2fs, round %.2fs; %s", len(rows), model,
              len(pieces), t_plan, time.time() - now, rounds.describe(est))
     return len(rows)

@@ -6,9 +6,10 @@ took, how many requests it (re)planned, and the policy's estimate of the work
 (time, compute and memory seconds, prefill and decode tokens). The estimate
 also gives a batch its ETA before enough of it has run to extrapolate from.
 
-Rows are a few dozen bytes and a round runs at most once per tick and model,
-only when work arrived (or warm-up finished), so the table is kept whole: its
-count is the monotonic `blendserve_planning_rounds_total`.
+Each row also carries the model's running totals (rounds, requests, seconds,
+cumulative duration buckets), so /metrics reads one row per model however long
+the history, and a model's rows older than KEEP_S are deleted when it plans
+again, without a counter going back.
 """
 from __future__ import annotations
 
@@ -16,7 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.models import PlanningRound
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from core.models import ROUND_BUCKETS_S, PlanningRound
+
+KEEP_S = 86400.0       # rounds kept for the dashboard; the newest of each model carries the running totals
 
 
 @dataclass
@@ -61,12 +67,23 @@ def take_estimate(policy: object, model: str) -> RoundEstimate | None:
     return take(model) if take is not None else None
 
 
-def record(model: str, started_at: float, duration_s: float, requests: int,
-           est: RoundEstimate | None) -> PlanningRound:
-    return PlanningRound(model=model, started_at=started_at, duration_s=duration_s, requests=requests,
-                         est_seconds=est and est.seconds, est_compute_s=est and est.compute_s,
-                         est_memory_s=est and est.memory_s, est_prefill_tokens=est and est.prefill_tokens,
-                         est_decode_tokens=est and est.decode_tokens)
+def record(s: Session, model: str, started_at: float, duration_s: float, requests: int,
+           est: RoundEstimate | None) -> None:
+    """Write the round with the model's running totals (one indexed read of its previous round), and drop the
+    model's rounds older than KEEP_S: the newest row carries every total, so no counter goes back."""
+    prev = s.scalar(select(PlanningRound).where(PlanningRound.model == model)
+                    .order_by(PlanningRound.id.desc()).limit(1))
+    buckets = list(prev.buckets_total) if prev is not None else [0] * len(ROUND_BUCKETS_S)
+    s.add(PlanningRound(
+        model=model, started_at=started_at, duration_s=duration_s, requests=requests,
+        est_seconds=est and est.seconds, est_compute_s=est and est.compute_s, est_memory_s=est and est.memory_s,
+        est_prefill_tokens=est and est.prefill_tokens, est_decode_tokens=est and est.decode_tokens,
+        rounds_total=(prev.rounds_total if prev else 0) + 1,
+        requests_total=(prev.requests_total if prev else 0) + requests,
+        seconds_total=(prev.seconds_total if prev else 0.0) + duration_s,
+        buckets_total=[n + (duration_s <= b) for n, b in zip(buckets, ROUND_BUCKETS_S)]))
+    s.execute(delete(PlanningRound).where(PlanningRound.model == model,       # the new row stays: it is newer
+                                          PlanningRound.started_at < started_at - KEEP_S))
 
 
 def describe(est: RoundEstimate | None) -> str:

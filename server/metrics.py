@@ -2,7 +2,9 @@
 
 The scheduler and the workers are other processes (on other machines, at
 scale-out), so the API does not count events itself: every figure is derived
-from the rows all roles already write. One scrape of the API therefore sees
+from rows the roles write: the job table, the load each worker pushes with its
+heartbeat, and the running totals the scheduler keeps on each model's newest
+planning round (scheduler/rounds.py). One scrape of the API therefore sees
 the whole deployment, and a restarted API loses nothing. The queries run on a
 read-only engine, so a scrape never waits for, or blocks, the workers' writes.
 """
@@ -13,13 +15,12 @@ from typing import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import case, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.models import Batch, Chunk, PlanningRound, Request, Worker
+from core.models import ROUND_BUCKETS_S, Batch, Chunk, PlanningRound, Request, Worker
 
 RATE_WINDOW_S = 60.0       # per-worker tokens/s: results written in the last minute
-ROUND_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)   # planning round durations
 
 
 class JobTableCollector(Collector):
@@ -99,20 +100,16 @@ class JobTableCollector(Collector):
         yield from (beat, kv, rate, held, running, kv_used)
 
     def _rounds(self, s: Session) -> Iterator[Metric]:
-        """Planning rounds per model from the scheduler's records: a counter and a duration histogram."""
+        """Planning rounds per model: the running totals the scheduler keeps on each model's newest round."""
         total = CounterMetricFamily("blendserve_planning_rounds", "Planning rounds run.", labels=["model"])
         planned = CounterMetricFamily("blendserve_planned_requests", "Requests (re)planned by planning rounds.",
                                       labels=["model"])
         hist = HistogramMetricFamily("blendserve_planning_round_duration_seconds",
                                      "Wall time of a planning round (read, plan, write).", labels=["model"])
-        d = PlanningRound.duration_s
-        rows = s.execute(select(PlanningRound.model, func.count(), func.coalesce(func.sum(d), 0.0),
-                                func.coalesce(func.sum(PlanningRound.requests), 0),
-                                *(func.sum(case((d <= b, 1), else_=0)) for b in ROUND_BUCKETS_S))
-                         .group_by(PlanningRound.model)).all()
-        for model, n, seconds, requests, *le in rows:
-            total.add_metric([model], n)
-            planned.add_metric([model], int(requests))
-            hist.add_metric([model], [(str(b), int(c or 0)) for b, c in zip(ROUND_BUCKETS_S, le)] + [("+Inf", n)],
-                            sum_value=float(seconds))
+        newest = select(func.max(PlanningRound.id)).group_by(PlanningRound.model)
+        for r in s.scalars(select(PlanningRound).where(PlanningRound.id.in_(newest))):
+            total.add_metric([r.model], r.rounds_total)
+            planned.add_metric([r.model], r.requests_total)
+            hist.add_metric([r.model], [(str(b), n) for b, n in zip(ROUND_BUCKETS_S, r.buckets_total)]
+                            + [("+Inf", r.rounds_total)], sum_value=r.seconds_total)
         yield from (total, planned, hist)

@@ -31,11 +31,17 @@ def upgrade() -> None:
         sa.Column("est_memory_s", sa.Float(), nullable=True),
         sa.Column("est_prefill_tokens", sa.Float(), nullable=True),
         sa.Column("est_decode_tokens", sa.Float(), nullable=True),
+        sa.Column("rounds_total", sa.Integer(), nullable=False),
+        sa.Column("requests_total", sa.BigInteger(), nullable=False),
+        sa.Column("seconds_total", sa.Float(), nullable=False),
+        sa.Column("buckets_total", sa.JSON(), nullable=False),
     )
     op.create_index("ix_planning_rounds_started_at", "planning_rounds", ["started_at"])
+    op.create_index("ix_planning_rounds_model_id", "planning_rounds", ["model", "id"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_planning_rounds_model_id", table_name="planning_rounds")
     op.drop_index("ix_planning_rounds_started_at", table_name="planning_rounds")
     op.drop_table("planning_rounds")
     with op.batch_alter_table("workers") as t:
