@@ -63,3 +63,16 @@ def test_submit_wait_shows_the_eta(deployment, tmp_path):
     assert r.returncode == 0, r.stderr
     assert re.search(r"in_progress: +\d+%\|.*\| \d+/60 \[[\d:]+, [\d,]+ tok/s, ETA \d+:\d\d", r.stderr), r.stderr
     assert "60/60 completed" in r.stderr
+
+
+def test_status_line_shows_rate_and_eta_of_a_running_batch():
+    from types import SimpleNamespace
+
+    from blendserve.client import _summary
+
+    b = SimpleNamespace(id="batch_x", status="in_progress",
+                        request_counts=SimpleNamespace(completed=30, failed=1, total=100))
+    line = _summary(b, {"tokens_per_s": 1234.5, "eta_s": 3725.0, "eta_source": "estimate"})
+    assert line == "batch_x  in_progress 30/100 completed, 1 failed, 1,234 tok/s, ETA 1:02:05 (estimate)"
+    assert _summary(b, None).endswith("1 failed")                     # a server without the progress route
+    assert _summary(b, {"tokens_per_s": 0.0, "eta_s": None, "eta_source": None}).endswith("ETA -")
