@@ -102,7 +102,8 @@ class CpuEngine:
 
     @torch.inference_mode()
     def generate(self, requests: Iterable[GenRequest],
-                 cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
+                 cancelled: Callable[[int], bool] | None = None,
+                 urgent: Callable[[], list[GenRequest]] | None = None) -> Iterator[GenResult]:
         stream = iter(requests)
         sched = Scheduler(self.blocks, self.max_running, self.step_tokens)
         ready: list[Sequence] = []      # finished without running (nothing to generate)
@@ -117,6 +118,12 @@ class CpuEngine:
 
         try:
             while True:
+                for request in urgent() if urgent is not None else ():
+                    seq = self._sequence(request)
+                    if seq.finish_reason is None:
+                        sched.admit_urgent(seq)
+                    else:
+                        ready.append(seq)
                 if cancelled is not None:
                     for seq in [*sched.running, *sched.waiting]:
                         if cancelled(seq.key):
@@ -179,6 +186,8 @@ class CpuEngine:
         request, sampling, stops = seq.state
         seq.tokens.append(token)
         sampling.record(token)
+        if request.on_tokens is not None:
+            request.on_tokens([token])
         if token in self.eos:
             seq.finish_reason = "stop"
             return
