@@ -99,3 +99,29 @@ def test_interactive_requests_are_answered_ahead_of_a_running_batch(lane) -> Non
     assert done.status == "completed" and done.request_counts.completed == 400
     assert len({line["custom_id"] for line in read_lines(c, done.output_file_id)}) == 400
     assert max(latencies) < batch_s / 10, (latencies, batch_s)
+
+
+def test_a_stopping_worker_ends_its_interactive_calls_with_an_error_not_a_hang(lane) -> None:
+    """SIGTERM while a stream is running: the caller gets an OpenAI error event within seconds, the worker
+    exits cleanly, and a new worker serves the next call."""
+    import signal
+
+    c = lane.client(KEY)
+    stream = c.chat.completions.create(model=TINY, messages=HELLO, max_tokens=1500, temperature=0, stream=True)
+    t0 = time.time()
+    with pytest.raises(openai.APIError):
+        for i, _ in enumerate(stream):
+            if i == 3:
+                assert lane.signal("worker", signal.SIGTERM) < 10
+    assert time.time() - t0 < 15
+    lane.start("worker")
+    lane.wait_ready()
+    deadline = time.time() + 30
+    while True:
+        try:
+            r = c.chat.completions.create(model=TINY, messages=HELLO, max_tokens=2)
+            break
+        except openai.APIStatusError as e:
+            assert e.status_code == 503 and time.time() < deadline
+            time.sleep(0.2)
+    assert r.usage.completion_tokens == 2

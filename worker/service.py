@@ -187,14 +187,16 @@ class WorkerService:
 
     def _serve_stream(self) -> bool:
         """Run one engine stream over as many consecutive chunks as are ready; False if there were none."""
-        t0, n, toks = time.time(), 0, 0
+        t0, n, toks, served = time.time(), 0, 0, False
         for res in self.engine.generate(self._feed(), cancelled=self._cancelled, urgent=self.lane.take):
             self._write(res)
-            n, toks = n + 1, toks + res.prompt_tokens + res.completion_tokens
+            served = True
+            if res.key > 0:                     # batch work; interactive calls are not logged one by one
+                n, toks = n + 1, toks + res.prompt_tokens + res.completion_tokens
         if n:
             dt = time.time() - t0
             log.info("stream: %d request(s), %d tokens in %.1fs (%.0f tok/s)", n, toks, dt, toks / max(dt, 1e-9))
-        return n > 0
+        return served
 
     def _feed(self) -> Iterator[GenRequest]:
         """Requests of chunk after chunk in plan order; ends when no chunk is ready, on stop, or when
