@@ -43,7 +43,7 @@ class _Call:
     """One interactive request in flight: the engine thread puts tokens and the result, its HTTP thread reads."""
 
     def __init__(self, key: int, endpoint: str) -> None:
-        self.key, self.endpoint = key, endpoint
+        self.key, self.endpoint, self.finished = key, endpoint, False
         self.events: queue.Queue[tuple[str, Any]] = queue.Queue()
 
 
@@ -110,6 +110,7 @@ class InteractiveServer:
 
     def finish(self, result: GenResult) -> None:
         if (call := self.calls.get(result.key)) is not None:
+            call.finished = True
             call.events.put(("done", result))
 
     def abort(self, key: int, message: str) -> None:
@@ -160,9 +161,9 @@ class InteractiveServer:
             else:
                 self._reply(h, call)
         except (BrokenPipeError, ConnectionResetError):
-            pass
+            if not call.finished:          # the caller left: the engine drops the request at its next step
+                self.lane.cancel(key)
         finally:
-            self.lane.cancel(key)          # a no-op for a finished call; drops one whose caller left
             del self.calls[key]
             log.debug("interactive %d: %.1f ms", key, (time.perf_counter() - t0) * 1e3)
 

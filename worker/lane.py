@@ -41,7 +41,6 @@ class Lane:
     def take(self) -> list[GenRequest]:
         """The group the rule admits now (at most N_max requests); empty if none is due."""
         with self._lock:
-            self._drop_cancelled()
             if not self._due(time.monotonic()):
                 return []
             n = min(self.max_batch, len(self._waiting))
@@ -52,7 +51,6 @@ class Lane:
         end = time.monotonic() + timeout
         with self._lock:
             while True:
-                self._drop_cancelled()
                 now = time.monotonic()
                 if self._due(now):
                     return True
@@ -62,17 +60,21 @@ class Lane:
                 self._arrived.wait(max(wake - now, 0.0005))
 
     def cancel(self, key: int) -> None:
-        """The caller went away: drop the request whether it still waits here or already runs."""
+        """The caller went away: a request still waiting here is dropped now; one the engine runs is
+        dropped at its next step (the engine asks `cancelled`, then the key is forgotten)."""
         with self._lock:
-            self._cancelled.add(key)
+            kept = deque(w for w in self._waiting if w[1].key != key)
+            if len(kept) == len(self._waiting):
+                self._cancelled.add(key)
+            self._waiting = kept
 
     def cancelled(self, key: int) -> bool:
+        """True once for a cancelled request the engine runs (it drops it, so the key is forgotten)."""
         with self._lock:
-            return key in self._cancelled
-
-    def forget(self, key: int) -> None:
-        with self._lock:
-            self._cancelled.discard(key)
+            if key in self._cancelled:
+                self._cancelled.discard(key)
+                return True
+            return False
 
     def pending(self) -> int:
         with self._lock:
@@ -81,7 +83,3 @@ class Lane:
     def _due(self, now: float) -> bool:
         return bool(self._waiting) and (len(self._waiting) >= self.max_batch
                                         or now - self._waiting[0][0] >= self.max_wait_s)
-
-    def _drop_cancelled(self) -> None:
-        if self._cancelled and self._waiting:
-            self._waiting = deque(w for w in self._waiting if w[1].key not in self._cancelled)
