@@ -94,6 +94,7 @@ class Scheduler:
         self.step_tokens = step_tokens
         self.running: list[Sequence] = []
         self.waiting: deque[Sequence] = deque()   # preempted ones first, then at most one pulled
+        self.prefill_cap: int | None = None       # batch prefill tokens a step may carry; None: the budget
         self.preemptions = 0
 
     def has_work(self) -> bool:
@@ -115,14 +116,20 @@ class Scheduler:
         budget = self.step_tokens
         step = Step([])
         scheduled: list[ScheduledChunk] = []
+        # Batch prefill tokens this step: none while an interactive prompt prefills, a few while
+        # interactive work is about (``prefill_cap``, set by the engine), else the whole budget.
         rushing = any(s.urgent and s.computed < s.prompt_len for s in self.running)
+        prefill_left = 0 if rushing else budget if self.prefill_cap is None else self.prefill_cap
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
             n = min(len(seq.tokens) - seq.computed, budget)
-            if rushing and not seq.urgent and n > 1:
-                i += 1                                        # batch prefill waits for the interactive one
-                continue
+            if not seq.urgent and n > 1:
+                if prefill_left <= 0:
+                    i += 1                                    # batch prefill waits for interactive work
+                    continue
+                n = min(n, prefill_left)
+                prefill_left -= n
             need = self.blocks.blocks_for(seq.computed + n) - len(seq.block_table)
             while need > self.blocks.free_blocks:
                 victim = self.running.pop()
@@ -143,8 +150,8 @@ class Scheduler:
             i += 1
         # Victims come from the tail, after every sequence already scheduled: no chunk needs dropping.
         self.preemptions += step.preempted
-        if not step.preempted and not rushing:
-            budget = self._admit(pull, budget, scheduled, step)
+        if not step.preempted and prefill_left > 0:
+            self._admit(pull, min(budget, prefill_left), scheduled, step)
         step.chunks = scheduled
         return step
 
