@@ -24,7 +24,7 @@ from core.served import model_paths
 def sglang_lpm(path, rows) -> float:
     import sglang
 
-    from scheduler.service import model_info
+    from core.bodies import model_info
 
     info = model_info(SMOLLM2, path)
     ids = info.encode([info.render_chat(r["body"]["messages"]) for r in rows])

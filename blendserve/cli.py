@@ -140,7 +140,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
                          "run one process per GPU otherwise")
     engines = [load_engine(args.engine, path, name if name in paths else path.name, s) for _ in range(args.ranks)]
     try:
-        services = [WorkerService(s, e, args.engine) for e in engines]
+        services = [WorkerService(s, e, args.engine, model_path=path if path.is_dir() else None, rank=i)
+                    for i, e in enumerate(engines)]
 
         def run_all(stop: threading.Event) -> None:
             threads = [threading.Thread(target=w.run, args=(stop,), name=f"rank{i}") for i, w in enumerate(services)]

@@ -58,7 +58,7 @@ def _model(spec: str | None) -> tuple[str, Path]:
 def load(file: Path, endpoint: str, name: str, path: Path):
     """The file's requests as a planner Workload (prompt ids, max_tokens), or the line errors."""
     from scheduler.planner import Workload
-    from scheduler.service import model_info
+    from core.bodies import model_info
     from scheduler.validation import LineError, context_error, tokenize, validate
 
     info = model_info(name, path)

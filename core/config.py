@@ -42,6 +42,14 @@ class Settings(BaseSettings):
     lease_seconds: float = 30.0               # a claimed chunk's lease; renewed by the worker's heartbeat
     poll_interval_s: float = 0.2
 
+    # The interactive lane (worker/lane.py): a group starts at N_max requests or once its oldest waited T_max.
+    interactive: bool = True                  # workers serve /v1/chat/completions and /v1/completions
+    interactive_max_batch: int = 16           # N_max
+    interactive_max_wait_ms: float = 0.0      # T_max; 0: each request at the engine's next step
+    worker_host: str = "127.0.0.1"            # where a worker's interactive endpoint listens (keep it internal)
+    worker_port: int = 0                      # 0: any free port; rank r of a process takes worker_port + r
+    worker_advertise_host: str = ""           # the host the API dials; "": worker_host (or the hostname)
+
     cpu_threads: int = 0                      # 0 = the engine's measured default
     cpu_max_batch: int = 256                  # running sequences at most (the KV pool bounds them first)
     tp: int = 1                               # tensor-parallel GPUs per worker (GPU engines)

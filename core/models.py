@@ -127,6 +127,7 @@ class Worker(Base):
     engine: Mapped[str] = mapped_column(String(32))
     kv_capacity_tokens: Mapped[int] = mapped_column(Integer)
     step_tokens: Mapped[int | None] = mapped_column(Integer)   # tokens per mixed step; None: cannot mix
+    interactive_url: Mapped[str | None] = mapped_column(String(256))   # its interactive endpoint; None: none
     host: Mapped[str] = mapped_column(String(256))
     pid: Mapped[int] = mapped_column(Integer)
     started_at: Mapped[float] = mapped_column(Float)

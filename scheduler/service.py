@@ -26,6 +26,7 @@ import uuid
 
 from sqlalchemy import or_, update
 
+from core.bodies import ModelInfo, model_info
 from core.config import Settings
 from core.db import make_engine, make_sessionmaker
 from core.migrate import upgrade
@@ -36,21 +37,8 @@ from scheduler import intake, lifecycle, planning, priority
 from scheduler.backoff import Backoff
 from scheduler.fencing import FencedSessions, LostLease
 from scheduler import retention
-from scheduler.validation import ModelInfo
 
 log = logging.getLogger("blendserve.scheduler")
-
-
-def model_info(name: str, path) -> ModelInfo:
-    from core.modelstore import context_length, load_tokenizer
-
-    tok = load_tokenizer(path)
-    return ModelInfo(
-        name=name, context_length=context_length(path),
-        render_chat=lambda messages: tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False),
-        encode=lambda texts: tok(texts, add_special_tokens=False)["input_ids"],
-        encode_prompt=lambda texts: tok(texts)["input_ids"],
-    )
 
 
 def policy_for(settings: Settings) -> planning.Policy:

@@ -14,7 +14,8 @@ from core.storage import FileStore
 from server import errors
 from server.deps import AppState, clean_params
 from server.fastpath import StatusFastPath
-from server.routes import batches, dashboard, files, models, ops
+from server.lanes import Lanes
+from server.routes import batches, completions, dashboard, files, models, ops
 from server.status import StatusCache
 
 
@@ -23,13 +24,14 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
     if migrate:
         upgrade(settings.db_url)
     app = FastAPI(title="BlendServe", version="0.1.0")
+    readers = make_sessionmaker(make_engine(settings.db_url, readonly=True))
     app.state.blend = AppState(settings=settings, sessions=make_sessionmaker(make_engine(settings.db_url)),
-                               read_sessions=make_sessionmaker(make_engine(settings.db_url, readonly=True)),
-                               store=FileStore(settings.files_dir), model_names=model_names(settings),
-                               status_cache=StatusCache(settings.status_cache_s))
+                               read_sessions=readers, store=FileStore(settings.files_dir),
+                               model_names=model_names(settings), status_cache=StatusCache(settings.status_cache_s),
+                               lanes=Lanes(readers, settings.lease_seconds))
     app.state.blend.store.sweep_temp()     # uploads cut off by a crash; live ones keep their mtime fresh
     errors.install(app)
-    for r in (files.router, batches.router, models.router):
+    for r in (files.router, batches.router, models.router, completions.router):
         app.include_router(r, dependencies=[Depends(clean_params)])
     for r in (ops.router, dashboard.router):    # probes, scrapes and the page: no key, no /v1 conventions
         app.include_router(r)

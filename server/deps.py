@@ -13,6 +13,7 @@ from core.config import Settings
 from core.owners import owner_of_key
 from core.storage import FileStore
 from server.errors import APIError
+from server.lanes import Lanes
 from server.status import StatusCache
 
 T = TypeVar("T")
@@ -26,6 +27,7 @@ class AppState:
     store: FileStore
     model_names: list[str]
     status_cache: StatusCache
+    lanes: Lanes                       # the interactive lane's workers and connection pool
 
 
 # `state` and `owner` are async: FastAPI runs a sync dependency in the threadpool, and at 200 polls/s

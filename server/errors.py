@@ -9,7 +9,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 _TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
-          409: "invalid_request_error", 413: "invalid_request_error", 500: "server_error"}
+          409: "invalid_request_error", 413: "invalid_request_error", 500: "server_error",
+          503: "server_error"}
 
 
 class APIError(Exception):

@@ -15,7 +15,7 @@ from core.migrate import upgrade
 from core.models import Batch, File, Request
 from core.storage import FileStore
 from scheduler import intake
-from scheduler.service import model_info
+from core.bodies import model_info
 from scheduler.validation import LineError, ValidRequest, tokenize, validate
 
 CHAT = "/v1/chat/completions"

@@ -24,6 +24,12 @@ A clean stop (SIGTERM/SIGINT): no new request is admitted, requests in flight
 are dropped (they run again later, from the start), the results already
 produced are written, and every held chunk goes back to `pending`, its claim
 not counted as a try. The worker exits within a couple of seconds.
+
+Interactive requests (worker/interactive.py) come in over the worker's own
+HTTP port, wait in the lane (worker/lane.py) for the N_max / T_max rule, and
+are handed to the engine before every step (`urgent`), ahead of batch work.
+Their results go back to their callers, never to the job table; a stop ends
+them with an error the API can retry elsewhere.
 """
 from __future__ import annotations
 
@@ -34,12 +40,14 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from core.bodies import model_info
 from core.config import Settings
 from core.db import make_engine, make_sessionmaker
 from core.ids import new_id
@@ -47,6 +55,8 @@ from core.migrate import upgrade
 from core.models import Batch, Request, Worker
 from worker import claims
 from worker.engines.base import Engine, GenRequest, GenResult, engine_stats
+from worker.interactive import InteractiveServer
+from worker.lane import Lane
 from worker.responses import response_body, sampling_params
 
 log = logging.getLogger("blendserve.worker")
@@ -103,7 +113,10 @@ _RESULT = (update(Request).where(Request.id == bindparam("b_id"), Request.status
 
 
 class WorkerService:
-    def __init__(self, settings: Settings, engine: Engine, engine_kind: str) -> None:
+    def __init__(self, settings: Settings, engine: Engine, engine_kind: str, model_path: Path | None = None,
+                 rank: int = 0) -> None:
+        """`model_path` (its tokenizer) enables the interactive endpoint; rank r of a process listens on
+        BLENDSERVE_WORKER_PORT + r (any free port when that is 0)."""
         self.settings, self.engine = settings, engine
         upgrade(settings.db_url)
         self.sessions = make_sessionmaker(make_engine(settings.db_url))
@@ -115,19 +128,40 @@ class WorkerService:
         self.lock = threading.Lock()            # guards held/outstanding between the engine and writer threads
         self.results: queue.Queue = queue.Queue()
         self.stop = threading.Event()
+        self.lane = Lane(settings.interactive_max_batch, settings.interactive_max_wait_ms / 1000)
+        self.interactive = self._interactive_server(model_path, rank)
         now = time.time()
         with self.sessions.begin() as s:
             s.add(Worker(id=self.id, model=engine.model_name, engine=engine_kind, host=socket.gethostname(),
                          kv_capacity_tokens=engine.kv_capacity_tokens(),
                          step_tokens=getattr(engine, "step_token_budget", lambda: None)(), pid=os.getpid(),
-                         started_at=now, heartbeat_at=now))
+                         started_at=now, heartbeat_at=now, interactive_url=self._url()))
+
+    def _interactive_server(self, model_path: Path | None, rank: int) -> InteractiveServer | None:
+        st = self.settings
+        if not st.interactive or model_path is None:
+            return None
+        from core.modelstore import load_tokenizer
+
+        port = st.worker_port + rank if st.worker_port else 0
+        return InteractiveServer(self.lane, model_info(self.engine.model_name, model_path),
+                                 load_tokenizer(model_path), self.engine.model_name, st.worker_host, port)
+
+    def _url(self) -> str | None:
+        if self.interactive is None:
+            return None
+        host = self.settings.worker_advertise_host or self.settings.worker_host
+        return f"http://{socket.gethostname() if host in ('', '0.0.0.0', '::') else host}:{self.interactive.port}"
 
     def run(self, stop: threading.Event | None = None) -> None:
         self.stop = stop or threading.Event()
         threading.Thread(target=self._heartbeat, daemon=True, name="heartbeat").start()
         writer = threading.Thread(target=self._writer, daemon=True, name="writer")
         writer.start()
-        log.info("worker %s serving %s", self.id, self.engine.model_name)
+        if self.interactive is not None:
+            self.interactive.start()
+        log.info("worker %s serving %s%s", self.id, self.engine.model_name,
+                 f"; interactive requests at {self._url()}" if self.interactive else "")
         while not self.stop.is_set():
             try:
                 busy = self._serve_stream()
@@ -141,7 +175,9 @@ class WorkerService:
                 log.exception("running suspect requests failed")
                 self._give_back_all()
             if not busy:
-                self.stop.wait(self.settings.poll_interval_s)
+                self.lane.wait_due(self.settings.poll_interval_s)
+        if self.interactive is not None:
+            self.interactive.close()
         self._shut_down()
         self.results.put(None)              # the writer stops once the queue is drained
         writer.join()
@@ -151,14 +187,16 @@ class WorkerService:
 
     def _serve_stream(self) -> bool:
         """Run one engine stream over as many consecutive chunks as are ready; False if there were none."""
-        t0, n, toks = time.time(), 0, 0
-        for res in self.engine.generate(self._feed(), cancelled=self._cancelled):
+        t0, n, toks, served = time.time(), 0, 0, False
+        for res in self.engine.generate(self._feed(), cancelled=self._cancelled, urgent=self.lane.take):
             self._write(res)
-            n, toks = n + 1, toks + res.prompt_tokens + res.completion_tokens
+            served = True
+            if res.key > 0:                     # batch work; interactive calls are not logged one by one
+                n, toks = n + 1, toks + res.prompt_tokens + res.completion_tokens
         if n:
             dt = time.time() - t0
             log.info("stream: %d request(s), %d tokens in %.1fs (%.0f tok/s)", n, toks, dt, toks / max(dt, 1e-9))
-        return n > 0
+        return served
 
     def _feed(self) -> Iterator[GenRequest]:
         """Requests of chunk after chunk in plan order; ends when no chunk is ready, on stop, or when
@@ -211,8 +249,13 @@ class WorkerService:
         claim was lost, or all of it on stop.
 
         True means the engine drops the request without a result, so it is
-        settled here, once.
+        settled here, once. An interactive request (negative key) is dropped when its caller left,
+        or on stop (its caller is told).
         """
+        if key < 0:
+            if self.stop.is_set() and self.interactive is not None:
+                self.interactive.abort(key, "The worker is stopping.")
+            return self.stop.is_set() or self.lane.cancelled(key)
         meta = self.meta.get(key)
         if meta is None:
             return True
@@ -226,7 +269,11 @@ class WorkerService:
         return True
 
     def _after_stream_failure(self) -> None:
-        """Count an attempt for every request the failed stream was running; hand every held chunk back."""
+        """Count an attempt for every request the failed stream was running; hand every held chunk back.
+        Interactive calls in flight fail (their callers get a 503 and may retry)."""
+        if self.interactive is not None:
+            for key in list(self.interactive.calls):
+                self.interactive.abort(key, "The engine failed while running this request.")
         self.results.join()
         running = list(self.meta)
         try:
@@ -281,6 +328,10 @@ class WorkerService:
     # -- results ---------------------------------------------------------------------------------
 
     def _write(self, res: GenResult) -> None:
+        if res.key < 0:
+            if self.interactive is not None:
+                self.interactive.finish(res)
+            return
         cid, _, endpoint = self.meta.pop(res.key)
         self.results.put((cid, {"b_id": res.key, "b_status": "completed",
                                 "b_response": response_body(endpoint, self.engine.model_name, res),

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from scheduler.service import model_info
+from core.bodies import model_info
 from scheduler.validation import LineError, ValidRequest, validate
 
 CHAT = "/v1/chat/completions"

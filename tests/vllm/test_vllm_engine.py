@@ -117,3 +117,21 @@ def test_logit_bias_and_penalties_reach_vllm(engine: VllmEngine, smollm2_checkpo
     penalized = run(engine, [GenRequest(303, ids, SamplingParams(max_tokens=16, temperature=0.0,
                                                                  frequency_penalty=2.0, presence_penalty=2.0))])[303]
     assert penalized.output_ids != plain.output_ids
+
+
+def test_urgent_requests_run_beside_batch_work_and_stream_their_tokens(engine: VllmEngine,
+                                                                     smollm2_checkpoint: Path) -> None:
+    """An interactive request handed over mid-stream is added at once and finishes before the batch
+    requests still waiting; its tokens reach on_tokens in order and add up to its result."""
+    paris = chat_ids(smollm2_checkpoint, "What is the capital of France?")
+    batch = [GenRequest(100 + i, chat_ids(smollm2_checkpoint, f"Count to {i + 20}."),
+                        SamplingParams(max_tokens=48, temperature=0.0)) for i in range(6)]
+    streamed: list[int] = []
+    hot = GenRequest(-1, paris, SamplingParams(max_tokens=16, temperature=0.0), on_tokens=streamed.extend)
+    polls = iter([[], [hot]])
+    order = [r for r in engine.generate(batch, urgent=lambda: next(polls, []))]
+    keys = [r.key for r in order]
+    assert sorted(keys) == sorted([-1, *(r.key for r in batch)])
+    result = order[keys.index(-1)]
+    assert streamed == result.output_ids and "Paris" in result.text
+    assert keys.index(-1) < len(keys) - 1          # not last: it did not wait for the batch to drain

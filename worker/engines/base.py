@@ -29,6 +29,9 @@ class GenRequest:
     key: int                      # opaque to the engine; echoed in the result
     input_ids: list[int]
     params: SamplingParams
+    # Interactive requests only: called from the engine's thread with each run of newly sampled token ids,
+    # in order, as they are committed (a stream's deltas). Batch requests leave it None.
+    on_tokens: Callable[[list[int]], None] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -79,13 +82,19 @@ class Engine(Protocol):
         ...
 
     def generate(self, requests: Iterable[GenRequest],
-                 cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
+                 cancelled: Callable[[int], bool] | None = None,
+                 urgent: Callable[[], list[GenRequest]] | None = None) -> Iterator[GenResult]:
         """Run requests, admitted in iteration order; yield each result as it finishes.
 
         The engine must not read ahead of what it can admit now, so that the
         caller can stop or filter the stream between admissions. Between steps
         it drops running requests for which `cancelled(key)` is true, without a
         result (the batch was cancelled or expired, or the claim was lost).
+
+        `urgent`, polled before every step, hands over interactive requests: they
+        are admitted at that step, ahead of every waiting request and past the
+        running cap, taking KV blocks from the newest batch requests if needed
+        (those are recomputed later). The stream ends only once they finish too.
         """
         ...
 

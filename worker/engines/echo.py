@@ -82,12 +82,20 @@ class EchoEngine:
         pass
 
     def generate(self, requests: Iterable[GenRequest],
-                 cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
+                 cancelled: Callable[[int], bool] | None = None,
+                 urgent: Callable[[], list[GenRequest]] | None = None) -> Iterator[GenResult]:
+        """Urgent requests start at once, past the running cap; their tokens reach `on_tokens` at the end."""
         feed = iter(requests)
         running: list[tuple[float, int, GenResult]] = []      # (finish time, tie-break, result)
         self._running = running
+        callbacks: dict[int, Callable[[list[int]], None]] = {}
         exhausted, n = False, 0
         while running or not exhausted:
+            for req in urgent() if urgent is not None else ():
+                n += 1
+                heapq.heappush(running, (self._finish_at(req, res := self._result(req)), n, res))
+                if req.on_tokens is not None:
+                    callbacks[req.key] = req.on_tokens
             while not exhausted and len(running) < self.max_running:
                 req = next(feed, None)
                 if req is None:
@@ -106,7 +114,10 @@ class EchoEngine:
                     running = self._running = kept
                     heapq.heapify(running)
             while running and running[0][0] <= time.monotonic():
-                yield heapq.heappop(running)[2]
+                res = heapq.heappop(running)[2]
+                if (cb := callbacks.pop(res.key, None)) is not None:
+                    cb(res.output_ids)
+                yield res
 
     def _result(self, req: GenRequest) -> GenResult:
         n = req.params.max_tokens

@@ -56,13 +56,24 @@ class SGLangEngine:
         return STEP_TOKENS
 
     def generate(self, requests: Iterable[GenRequest],
-                 cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
+                 cancelled: Callable[[int], bool] | None = None,
+                 urgent: Callable[[], list[GenRequest]] | None = None) -> Iterator[GenResult]:
+        """Urgent requests go to SGLang at once, past our in-flight budget; their tokens reach
+        `on_tokens` when they finish (not streamed token by token on this engine)."""
         done: queue.Queue = queue.Queue()
-        flight: dict[int, tuple[asyncio.Future, int]] = self._flight = {}
+        flight: dict[int, tuple[asyncio.Future, int]] = {}
+        self._flight = flight
         budget = IN_FLIGHT_KV_MULTIPLE * self._capacity
         stream, used, waiting = iter(requests), 0, None
+        callbacks: dict[int, Callable[[list[int]], None]] = {}
         try:
             while True:
+                for request in urgent() if urgent is not None else ():
+                    fut = asyncio.run_coroutine_threadsafe(self._one(request), self.loop)
+                    fut.add_done_callback(lambda f, key=request.key: done.put((key, f)))
+                    flight[request.key] = (fut, 0)
+                    if request.on_tokens is not None:
+                        callbacks[request.key] = request.on_tokens
                 while True:
                     if waiting is None:
                         waiting = next(stream, None)
@@ -79,13 +90,16 @@ class SGLangEngine:
                 if not flight:
                     return
                 try:
-                    key, fut = done.get(timeout=1.0)
+                    key, fut = done.get(timeout=1.0 if urgent is None else 0.01)
                 except queue.Empty:
                     key = None
                 if key is not None and key in flight:
                     used -= flight.pop(key)[1]
                     if not fut.cancelled() and fut.exception() is None:
-                        yield fut.result()
+                        result = fut.result()
+                        if (cb := callbacks.pop(key, None)) is not None:
+                            cb(result.output_ids)
+                        yield result
                     elif not fut.cancelled() and fut.exception() is not None:
                         raise fut.exception()
                 if cancelled is not None:

@@ -96,12 +96,21 @@ class VllmEngine:
         return int(self._engine.vllm_config.scheduler_config.max_num_batched_tokens)
 
     def generate(self, requests: Iterable[GenRequest],
-                 cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
+                 cancelled: Callable[[int], bool] | None = None,
+                 urgent: Callable[[], list[GenRequest]] | None = None) -> Iterator[GenResult]:
+        """Urgent requests are added at once, past max_num_seqs of our feeding (vLLM's own scheduler then
+        runs them first-come among what it has, which this loop keeps short); their tokens stream out of
+        cumulative outputs."""
         stream = iter(requests)
-        running: dict[str, GenRequest] = self._running = {}
+        running: dict[str, GenRequest] = {}
+        self._running = running
+        sent: dict[str, int] = {}           # urgent request id -> tokens already handed to on_tokens
         exhausted = False
         try:
             while True:
+                for request in urgent() if urgent is not None else ():
+                    rid = self._add(request)
+                    running[rid], sent[rid] = request, 0
                 while not exhausted and len(running) < self.options.max_num_seqs:
                     request = next(stream, None)
                     if request is None:
@@ -117,6 +126,10 @@ class VllmEngine:
                 if not running:
                     return
                 for out in self._engine.step():
+                    if out.request_id in sent:
+                        ids = out.outputs[0].token_ids
+                        running[out.request_id].on_tokens(list(ids[sent[out.request_id]:]))
+                        sent[out.request_id] = len(ids)
                     if out.finished and out.request_id in running:
                         yield self._result(running.pop(out.request_id), out)
         finally:
@@ -132,7 +145,8 @@ class VllmEngine:
         self._engine.add_request(rid, {"prompt_token_ids": list(request.input_ids)}, SamplingParams(
             max_tokens=p.max_tokens, temperature=p.temperature, top_p=p.top_p, stop=list(p.stop) or None,
             seed=p.seed, presence_penalty=p.presence_penalty, frequency_penalty=p.frequency_penalty,
-            logit_bias=dict(p.logit_bias) or None, output_kind=RequestOutputKind.FINAL_ONLY))
+            logit_bias=dict(p.logit_bias) or None,
+            output_kind=RequestOutputKind.CUMULATIVE if request.on_tokens else RequestOutputKind.FINAL_ONLY))
         return rid
 
     @staticmethod

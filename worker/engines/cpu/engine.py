@@ -11,6 +11,7 @@ and a blend of long prompts and long outputs fills steps with both.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -38,6 +39,11 @@ DEFAULT_KV_GB = 2.0
 DEFAULT_BLOCK_SIZE = 16          # vLLM's default: short shared prefixes still fill whole blocks
 DEFAULT_MAX_RUNNING = 256
 DEFAULT_STEP_TOKENS = 1024       # a step's tokens: every decode plus prefill chunks up to this
+# While interactive requests arrived in the last RUSH_WINDOW_S, batch prefill is held to
+# RUSH_PREFILL_TOKENS a step: a step then takes little more than its decodes, and an interactive
+# request arriving during it waits less for the next one (its time to first token).
+RUSH_WINDOW_S = 2.0
+RUSH_PREFILL_TOKENS = 128
 
 
 def _env(name: str, default: float) -> float:
@@ -107,7 +113,8 @@ class CpuEngine:
 
     @torch.inference_mode()
     def generate(self, requests: Iterable[GenRequest],
-                 cancelled: Callable[[int], bool] | None = None) -> Iterator[GenResult]:
+                 cancelled: Callable[[int], bool] | None = None,
+                 urgent: Callable[[], list[GenRequest]] | None = None) -> Iterator[GenResult]:
         stream = iter(requests)
         sched = self._sched = Scheduler(self.blocks, self.max_running, self.step_tokens)
         ready: list[Sequence] = []      # finished without running (nothing to generate)
@@ -121,11 +128,20 @@ class CpuEngine:
             return None
 
         try:
+            last_urgent = -RUSH_WINDOW_S
             while True:
+                for request in urgent() if urgent is not None else ():
+                    last_urgent = time.monotonic()
+                    seq = self._sequence(request)
+                    if seq.finish_reason is None:
+                        sched.admit_urgent(seq)
+                    else:
+                        ready.append(seq)
                 if cancelled is not None:
                     for seq in [*sched.running, *sched.waiting]:
                         if cancelled(seq.key):
                             sched.finish(seq)        # dropped without a result, as the interface says
+                sched.prefill_cap = RUSH_PREFILL_TOKENS if time.monotonic() - last_urgent < RUSH_WINDOW_S else None
                 step = sched.schedule(pull)
                 done = ready + step.finished
                 ready.clear()
@@ -184,6 +200,8 @@ class CpuEngine:
         request, sampling, stops = seq.state
         seq.tokens.append(token)
         sampling.record(token)
+        if request.on_tokens is not None:
+            request.on_tokens([token])
         if token in self.eos:
             seq.finish_reason = "stop"
             return

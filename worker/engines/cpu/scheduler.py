@@ -21,6 +21,13 @@ Shaped after vLLM V1's scheduler (there is no separate prefill or decode phase):
   compute the same prefix again: a later step finds it in the cache. Admission stops there, so the order still holds.
 * New sequences are pulled from the caller only when they could be admitted
   now, so the caller can still drop or reorder what was not pulled.
+* Urgent (interactive) sequences (``admit_urgent``) skip the line: they join
+  the running set at once, past the running cap, ahead of every batch
+  sequence, so they get the step's budget first and are never the ones
+  preempted while a batch sequence is left. While one of them still
+  prefills, batch sequences only decode (no batch prefill chunk, no batch
+  admission): that step stays short, which is the interactive request's
+  time to first token.
 """
 from __future__ import annotations
 
@@ -44,6 +51,7 @@ class Sequence:
     prompt_hashes: list[int] | None = None   # chained hashes of the prompt's full blocks, once admitted
     finish_reason: str | None = None
     text: str | None = None           # set when a stop string cut the output
+    urgent: bool = False              # an interactive request: ahead of batch work
 
     @property
     def output(self) -> list[int]:
@@ -86,19 +94,42 @@ class Scheduler:
         self.step_tokens = step_tokens
         self.running: list[Sequence] = []
         self.waiting: deque[Sequence] = deque()   # preempted ones first, then at most one pulled
+        self.prefill_cap: int | None = None       # batch prefill tokens a step may carry; None: the budget
         self.preemptions = 0
 
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
 
+    def admit_urgent(self, seq: Sequence) -> None:
+        """Put an interactive sequence into the running set now, after the urgent ones already there; it
+        takes its cached prefix, and its blocks are found (by preempting batch work) when it is scheduled."""
+        seq.urgent = True
+        cached, hashes = self.blocks.match(seq.tokens, len(seq.tokens) - 1)
+        self.blocks.take(cached)
+        seq.block_table, seq.block_hashes = list(cached), hashes
+        seq.computed = len(cached) * self.blocks.block_size
+        if seq.cached_tokens is None:
+            seq.cached_tokens = min(seq.computed, seq.prompt_len)
+        self.running.insert(sum(s.urgent for s in self.running), seq)
+
     def schedule(self, pull: Callable[[], Sequence | None]) -> Step:
         budget = self.step_tokens
         step = Step([])
         scheduled: list[ScheduledChunk] = []
+        # Batch prefill tokens this step: none while an interactive prompt prefills, a few while
+        # interactive work is about (``prefill_cap``, set by the engine), else the whole budget.
+        rushing = any(s.urgent and s.computed < s.prompt_len for s in self.running)
+        prefill_left = 0 if rushing else budget if self.prefill_cap is None else self.prefill_cap
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
             n = min(len(seq.tokens) - seq.computed, budget)
+            if not seq.urgent and n > 1:
+                if prefill_left <= 0:
+                    i += 1                                    # batch prefill waits for interactive work
+                    continue
+                n = min(n, prefill_left)
+                prefill_left -= n
             need = self.blocks.blocks_for(seq.computed + n) - len(seq.block_table)
             while need > self.blocks.free_blocks:
                 victim = self.running.pop()
@@ -119,8 +150,8 @@ class Scheduler:
             i += 1
         # Victims come from the tail, after every sequence already scheduled: no chunk needs dropping.
         self.preemptions += step.preempted
-        if not step.preempted:
-            budget = self._admit(pull, budget, scheduled, step)
+        if not step.preempted and prefill_left > 0:
+            self._admit(pull, min(budget, prefill_left), scheduled, step)
         step.chunks = scheduled
         return step
 
@@ -160,7 +191,7 @@ class Scheduler:
             seq.computed = computed
             if seq.cached_tokens is None:
                 seq.cached_tokens = min(computed, seq.prompt_len)
-            self.running.append(seq)
+            self.running.insert(sum(s.urgent for s in self.running) if seq.urgent else len(self.running), seq)
             scheduled.append(ScheduledChunk(seq, computed, n))
             in_flight.update(seq.prompt_hashes[computed // bs:])
             budget -= n

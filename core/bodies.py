@@ -1,0 +1,215 @@
+"""Checks of one request body, as OpenAI's endpoints check them: shared by batch validation and the interactive lane.
+
+Pure: no database, no engine. The scheduler validates every line of a batch
+file with these rules (scheduler/validation.py); a worker checks an
+interactive request's body with the same rules before it runs it, so a body
+that one path accepts the other accepts too.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+PROMPT_KEYS = ("messages", "prompt")   # what a row does not copy: it stays in the input file
+SPECIAL_MARGIN = 2      # tokens a tokenizer may add beyond the text's bytes (BOS, a SentencePiece space)
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
+UNSUPPORTED = {  # parameters we refuse rather than silently ignore
+    "logprobs": "logprobs are not supported", "top_logprobs": "logprobs are not supported",
+    "tools": "tool calling is not supported", "functions": "function calling is not supported",
+    "tool_choice": "tool calling is not supported", "function_call": "function calling is not supported",
+    "echo": "echo is not supported", "suffix": "suffix is not supported", "best_of": "best_of is not supported",
+    "audio": "audio output is not supported", "modalities": "only text output is supported",
+    "response_format": "structured output (JSON mode, JSON schema) is not supported; only {\"type\": \"text\"}",
+    "prediction": "predicted outputs are not supported", "reasoning_effort": "the served models do not reason",
+    "verbosity": "verbosity is not supported", "web_search_options": "web search is not supported",
+    "stream_options": "stream_options needs 'stream': true, which a batch does not allow",
+}
+DEFAULTS = {"best_of": 1, "response_format": {"type": "text"}, "modalities": ["text"]}
+# Applied by every engine, or only describing the caller (no effect on the output): accepted.
+APPLIED = {"model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop",
+           "seed", "n", "stream", "presence_penalty", "frequency_penalty", "logit_bias"}
+DESCRIPTIVE = {"user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier",
+               "parallel_tool_calls"}
+KNOWN = APPLIED | DESCRIPTIVE | UNSUPPORTED.keys()
+
+
+@dataclass
+class ModelInfo:
+    name: str
+    context_length: int
+    render_chat: Callable[[list[dict]], str]           # messages -> prompt text (chat template applied)
+    encode: Callable[[list[str]], list[list[int]]]     # batch of texts -> token ids (no extra special tokens)
+    encode_prompt: Callable[[list[str]], list[list[int]]]  # completions prompts (tokenizer's own special tokens)
+
+
+class BodyError(Exception):
+    """A body breaks a rule: an OpenAI error code, a message and the parameter at fault."""
+
+    def __init__(self, code: str, message: str, param: str | None = None) -> None:
+        self.code, self.message, self.param = code, message, param
+
+
+def check_number(body: dict, key: str, lo: float, hi: float) -> None:
+    v = body.get(key)
+    if v is None:
+        return
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
+        raise BodyError("invalid_value", f"'{key}' must be a number between {lo} and {hi}, got {v!r}.", key)
+
+
+def check_int(body: dict, key: str, lo: int) -> int | None:
+    v = body.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise BodyError("invalid_value", f"'{key}' must be an integer >= {lo}, got {v!r}.", key)
+    return v
+
+
+def check_sampling(body: dict) -> None:
+    if body.get("stream"):
+        raise BodyError("stream_unsupported", "'stream': true is not allowed in a batch.", "stream")
+    unknown = sorted(body.keys() - KNOWN)
+    if unknown:
+        raise BodyError("unsupported_parameter", f"Unrecognized request argument supplied: '{unknown[0]}'.", unknown[0])
+    for key in sorted(UNSUPPORTED.keys() & body.keys()):
+        v = body[key]
+        if v is None or v is False or v == [] or v == "" or (type(v) is int and v == 0) \
+                or DEFAULTS.get(key) == v:
+            continue        # null, off, empty or the default: asks for nothing we do not do
+        raise BodyError("unsupported_parameter", f"'{key}': {UNSUPPORTED[key]}.", key)
+    check_logit_bias(body.get("logit_bias"))
+    check_number(body, "temperature", 0.0, 2.0)
+    check_number(body, "top_p", 0.0, 1.0)
+    check_number(body, "presence_penalty", -2.0, 2.0)
+    check_number(body, "frequency_penalty", -2.0, 2.0)
+    n = check_int(body, "n", 1)
+    if n is not None and n != 1:
+        raise BodyError("unsupported_value", "'n' must be 1: send one line per sample.", "n")
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not -2**63 <= seed < 2**63):
+        raise BodyError("invalid_value", f"'seed' must be a 64-bit integer, got {seed!r}.", "seed")
+    stop = body.get("stop")
+    if stop is not None:
+        stops = [stop] if isinstance(stop, str) else stop
+        if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops) or len(stops) > 4:
+            raise BodyError("invalid_value", "'stop' must be a non-empty string or a list of at most 4 of them.", "stop")
+
+
+def check_logit_bias(bias: Any) -> None:
+    """OpenAI's shape: token ids (as JSON object keys, so strings) to biases in [-100, 100]."""
+    if bias is None:
+        return
+    if not isinstance(bias, dict):
+        raise BodyError("invalid_value", "'logit_bias' must be an object mapping token ids to numbers.", "logit_bias")
+    for k, v in bias.items():
+        if not (k.isascii() and k.isdigit()) or len(k) > 10:
+            raise BodyError("invalid_value", f"'logit_bias' keys must be token ids, got {k!r}.", "logit_bias")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not -100 <= v <= 100:
+            raise BodyError("invalid_value", f"'logit_bias' values must be numbers between -100 and 100, got {v!r}.",
+                       "logit_bias")
+
+
+def check_messages(messages: Any) -> list[dict]:
+    if not isinstance(messages, list) or not messages:
+        raise BodyError("invalid_value", "'messages' must be a non-empty array.", "messages")
+    out = []
+    for i, m in enumerate(messages):
+        p = f"messages[{i}]"
+        if not isinstance(m, dict):
+            raise BodyError("invalid_value", f"'{p}' must be an object.", p)
+        if m.get("role") not in CHAT_ROLES:
+            raise BodyError("invalid_value", f"'{p}.role' must be one of {list(CHAT_ROLES)}, got {m.get('role')!r}.",
+                       f"{p}.role")
+        content = m.get("content")
+        if isinstance(content, list):
+            if not all(isinstance(c, dict) and c.get("type") == "text" and isinstance(c.get("text"), str)
+                       for c in content):
+                raise BodyError("invalid_value", f"'{p}.content' parts must be text parts.", f"{p}.content")
+            content = "".join(c["text"] for c in content)
+        if not isinstance(content, str):
+            raise BodyError("invalid_value", f"'{p}.content' must be a string or an array of text parts.",
+                       f"{p}.content")
+        out.append({"role": "system" if m["role"] == "developer" else m["role"], "content": content})
+    return out
+
+
+def utf8_len(s: str) -> int:
+    return len(s) if s.isascii() else len(s.encode())
+
+
+def prompt_text(endpoint: str, body: dict, info: ModelInfo) -> str:
+    """The exact text the model sees for a validated body (chat template applied)."""
+    if endpoint == "/v1/chat/completions":
+        return info.render_chat(check_messages(body["messages"]))
+    prompt = body["prompt"]
+    return prompt[0] if isinstance(prompt, list) else prompt
+
+
+def tokenize(endpoint: str, bodies: list[dict], info: ModelInfo) -> list[list[int]]:
+    """Token ids of validated bodies with string prompts: the ids every role uses."""
+    texts = [prompt_text(endpoint, b, info) for b in bodies]
+    return info.encode(texts) if endpoint == "/v1/chat/completions" else info.encode_prompt(texts)
+
+
+def model_info(name: str, path: Path) -> ModelInfo:
+    """The tokenizer-side facts of a checkpoint, as every role renders and tokenizes prompts."""
+    from core.modelstore import context_length, load_tokenizer
+
+    tok = load_tokenizer(path)
+    return ModelInfo(
+        name=name, context_length=context_length(path),
+        render_chat=lambda messages: tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False),
+        encode=lambda texts: tok(texts, add_special_tokens=False)["input_ids"],
+        encode_prompt=lambda texts: tok(texts)["input_ids"],
+    )
+
+
+@dataclass
+class Interactive:
+    """A checked synchronous request: its prompt ids, its max_tokens, whether it streams."""
+    prompt_ids: list[int]
+    max_tokens: int
+    stream: bool
+    include_usage: bool
+
+
+def check_interactive(endpoint: str, body: Any, info: ModelInfo) -> Interactive:
+    """Check a `/v1/chat/completions` or `/v1/completions` body as the batch path checks a line's body,
+    except that `stream` (and `stream_options`) are allowed; tokenize it; fill in max_tokens as OpenAI does
+    (the rest of the context for chat, 16 for completions). Raises BodyError."""
+    if not isinstance(body, dict):
+        raise BodyError("invalid_value", "The request body must be a JSON object.")
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise BodyError("invalid_value", f"'stream' must be a boolean, got {stream!r}.", "stream")
+    options = body.get("stream_options")
+    if options is not None and (not stream or not isinstance(options, dict)
+                                or not isinstance(options.get("include_usage", False), bool)):
+        raise BodyError("invalid_value", "'stream_options' must be an object such as {\"include_usage\": true}, "
+                        "and only with 'stream': true.", "stream_options")
+    check_sampling({k: v for k, v in body.items() if k not in ("stream", "stream_options")})
+    if endpoint == "/v1/chat/completions":
+        check_messages(body.get("messages"))
+        mt = check_int(body, "max_completion_tokens", 1)
+        mt = mt if mt is not None else check_int(body, "max_tokens", 1)
+    else:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        if not (isinstance(prompt, str) and prompt) and not (
+                isinstance(prompt, list) and prompt
+                and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prompt)):
+            raise BodyError("invalid_value", "'prompt' must be a non-empty string or an array of token ids.",
+                            "prompt")
+        mt = check_int(body, "max_tokens", 1)
+        mt = 16 if mt is None else mt
+    ids = list(body["prompt"]) if endpoint == "/v1/completions" and isinstance(body["prompt"], list) \
+        and body["prompt"] and isinstance(body["prompt"][0], int) else tokenize(endpoint, [body], info)[0]
+    if len(ids) + (mt or 1) > info.context_length:
+        raise BodyError("context_length_exceeded", f"The prompt ({len(ids)} tokens) plus max_tokens ({mt}) exceeds "
+                        f"the model's context length of {info.context_length} tokens.", "messages")
+    return Interactive(ids, mt if mt is not None else info.context_length - len(ids), bool(stream),
+                       bool((options or {}).get("include_usage")))

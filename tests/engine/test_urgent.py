@@ -1,0 +1,101 @@
+"""Interactive (urgent) requests in the CPU engine: admitted at the next step, ahead of and past batch work,
+with outputs identical to running alone, and tokens handed out as they are sampled."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from worker.engines.base import GenRequest, SamplingParams
+from worker.engines.cpu import CpuEngine
+
+GREEDY = SamplingParams(max_tokens=16, temperature=0.0)
+
+
+def engine(tiny_model: Path, **kw) -> CpuEngine:
+    args = dict(max_running=4, threads=1, block_size=4, kv_capacity_tokens=4096, dtype=torch.float32)
+    return CpuEngine(tiny_model, "tiny", **{**args, **kw})
+
+
+def prompt(i: int, n: int = 12) -> list[int]:
+    return [(31 * i + 7 * j) % 400 + 5 for j in range(n)]
+
+
+def alone(tiny_model: Path, request: GenRequest) -> list[int]:
+    return next(engine(tiny_model, max_running=1).generate([request])).output_ids
+
+
+def test_urgent_jumps_the_queue_and_matches_running_alone(tiny_model: Path) -> None:
+    """Twelve batch requests, four running at a time; an urgent one handed over at the third step finishes
+    before any batch request admitted after it would have started, with its tokens streamed in order."""
+    e = engine(tiny_model)
+    batch = [GenRequest(i, prompt(i), GREEDY) for i in range(12)]
+    streamed: list[int] = []
+    hot = GenRequest(-1, prompt(99, 20), SamplingParams(max_tokens=6, temperature=0.0), on_tokens=streamed.extend)
+    polls = iter([[], [], [hot]])
+    order = [r.key for r in e.generate(batch, urgent=lambda: next(polls, []))]
+    assert sorted(order) == sorted([-1, *range(12)])
+    assert order.index(-1) < 4                    # ahead of everything that was still waiting
+    got = list(streamed)
+    assert got == alone(tiny_model, hot) and len(got) == 6
+
+
+def test_urgent_goes_past_the_running_cap_and_preempts_batch_work_for_blocks(tiny_model: Path) -> None:
+    """Four batch sequences fill the running cap and most of a 16-block pool (they fit it alone); the
+    urgent one runs beside them and takes blocks from the newest, which is recomputed later. Every
+    output still equals running alone."""
+    short = SamplingParams(max_tokens=2, temperature=0.0)
+    batch = [GenRequest(i, prompt(i, 10), short) for i in range(4)]
+    hot = GenRequest(-1, prompt(50, 22), SamplingParams(max_tokens=2, temperature=0.0))
+    steps = {}
+    for with_hot in (False, True):
+        e = engine(tiny_model, max_running=4, kv_capacity_tokens=64, step_tokens=64)
+        e.step_log = []
+        polls = iter([[], [hot] if with_hot else []])
+        results = {r.key: r for r in e.generate(batch, urgent=lambda: next(polls, []))}
+        steps[with_hot] = e.step_log
+        assert e.blocks.free_blocks == e.num_blocks
+    assert sum(s.preempted for s in steps[False]) == 0
+    assert sum(s.preempted for s in steps[True]) > 0
+    assert any(c.seq.key == -1 for c in steps[True][1].chunks)       # admitted at the step it was handed over
+    for r in [*batch, hot]:
+        assert results[r.key].output_ids == alone(tiny_model, r)
+
+
+def test_batch_prefill_waits_while_an_urgent_one_prefills(tiny_model: Path) -> None:
+    """The step that carries the urgent prompt carries no batch prefill chunk: its time is the urgent
+    request's time to first token."""
+    e = engine(tiny_model, max_running=8, step_tokens=256)
+    e.step_log = []
+    batch = [GenRequest(i, prompt(i, 40), GREEDY) for i in range(6)]
+    hot = GenRequest(-1, prompt(77, 30), SamplingParams(max_tokens=3, temperature=0.0))
+    polls = iter([[hot]])
+    list(e.generate(batch, urgent=lambda: next(polls, [])))
+    first = e.step_log[0]
+    assert [c.seq.key for c in first.chunks] == [-1]
+
+
+def test_urgent_alone_runs_when_there_is_no_batch_work(tiny_model: Path) -> None:
+    e = engine(tiny_model)
+    hot = GenRequest(-2, prompt(3), GREEDY)
+    polls = iter([[hot]])
+    out = list(e.generate([], urgent=lambda: next(polls, [])))
+    assert [r.key for r in out] == [-2] and out[0].output_ids == alone(tiny_model, hot)
+
+
+def test_batch_prefill_is_held_to_a_few_tokens_a_step_while_interactive_work_is_about(tiny_model: Path) -> None:
+    """After an interactive request, batch prefill chunks stay within the engine's rush cap for a while, so
+    steps stay short for the next interactive arrival; without one, steps take the whole budget."""
+    from worker.engines.cpu import engine as cpu_engine
+
+    def prefill_per_step(with_hot: bool) -> list[int]:
+        e = engine(tiny_model, max_running=16, step_tokens=512)
+        e.step_log = []
+        batch = [GenRequest(i, prompt(i, 60), SamplingParams(max_tokens=4, temperature=0.0)) for i in range(12)]
+        hot = GenRequest(-1, prompt(77, 8), SamplingParams(max_tokens=2, temperature=0.0))
+        polls = iter([[hot]] if with_hot else [])
+        list(e.generate(batch, urgent=lambda: next(polls, [])))
+        return [sum(c.n for c in s.chunks if c.seq.key >= 0 and c.n > 1) for s in e.step_log]
+
+    assert max(prefill_per_step(False)) > cpu_engine.RUSH_PREFILL_TOKENS
+    assert max(prefill_per_step(True)) <= cpu_engine.RUSH_PREFILL_TOKENS

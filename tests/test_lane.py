@@ -1,0 +1,78 @@
+"""The interactive lane's N_max / T_max rule, and stream deltas that never run past a stop string."""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from core.modelstore import load_tokenizer
+from worker.engines.base import GenRequest, SamplingParams
+from worker.interactive import _TextStream
+from worker.lane import Lane
+
+P = SamplingParams(max_tokens=4)
+
+
+def req(lane: Lane) -> GenRequest:
+    return GenRequest(lane.new_key(), [1, 2, 3], P)
+
+
+def test_a_group_starts_at_n_max_or_once_its_oldest_waited_t_max() -> None:
+    lane = Lane(max_batch=3, max_wait_s=0.2)
+    a, b = req(lane), req(lane)
+    lane.put(a)
+    lane.put(b)
+    assert lane.take() == []                       # two of three, and the oldest has not waited 200 ms
+    c = req(lane)
+    lane.put(c)
+    assert lane.take() == [a, b, c]                # N_max reached: at once
+    d = req(lane)
+    lane.put(d)
+    t0 = time.monotonic()
+    assert lane.wait_due(timeout=2.0)              # woken by T_max, not by the timeout
+    assert 0.15 < time.monotonic() - t0 < 1.0
+    assert lane.take() == [d]
+    assert a.key < 0 and len({a.key, b.key, c.key, d.key}) == 4
+
+
+def test_t_max_zero_admits_at_once_and_an_arrival_wakes_an_idle_worker() -> None:
+    lane = Lane(max_batch=16, max_wait_s=0.0)
+    r = req(lane)
+    threading.Timer(0.1, lane.put, args=(r,)).start()
+    t0 = time.monotonic()
+    assert lane.wait_due(timeout=5.0) and time.monotonic() - t0 < 1.0
+    assert lane.take() == [r]
+    assert not lane.wait_due(timeout=0.05)
+
+
+def test_a_cancelled_request_never_reaches_the_engine() -> None:
+    lane = Lane(max_batch=2, max_wait_s=0.0)
+    a, b = req(lane), req(lane)
+    lane.put(a)
+    lane.put(b)
+    lane.cancel(a.key)
+    assert lane.take() == [b] and not lane.cancelled(a.key)     # dropped while waiting: the engine never saw it
+    lane.cancel(b.key)                                          # now running: the engine is told once
+    assert lane.cancelled(b.key) and not lane.cancelled(b.key)
+
+
+def test_stream_deltas_add_up_to_the_final_text_and_stop_short_of_a_stop_string(tiny_model: Path) -> None:
+    tok = load_tokenizer(tiny_model)
+    ids = tok("The cat sat on the mat. STOP and then more text", add_special_tokens=False)["input_ids"]
+    stream = _TextStream(tok, ("STOP",))
+    deltas = [stream.add([t]) for t in ids]
+    full = tok.decode(ids, skip_special_tokens=True)
+    final = full[:full.index("STOP")]
+    sent = "".join(deltas)
+    assert final.startswith(sent) and "S" not in sent[len("The cat sat on the mat. "):]
+    assert sent + stream.close(final) == final
+
+
+def test_stream_deltas_without_stops_follow_every_token(tiny_model: Path) -> None:
+    tok = load_tokenizer(tiny_model)
+    ids = tok("héllo wörld, ünïcode ☃ done", add_special_tokens=False)["input_ids"]
+    stream = _TextStream(tok, ())
+    deltas = [stream.add([t]) for t in ids]
+    full = tok.decode(ids, skip_special_tokens=True)
+    assert "".join(deltas) == full and "\ufffd" not in "".join(deltas)
+    assert stream.close(full) == ""

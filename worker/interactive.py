@@ -1,0 +1,251 @@
+"""The worker's interactive endpoint: synchronous and streamed completions, run ahead of batch work.
+
+The API authenticates a caller and forwards the raw body here (the worker's
+row in the job table says where it listens), so an interactive request
+reaches the engine in a millisecond, not through a planning round. This
+endpoint checks the body with the same rules as a batch line (core/bodies.py),
+tokenizes it, and puts it in the lane (worker/lane.py), whose N_max / T_max
+rule lets it into the engine at the next step. It answers exactly what
+OpenAI's endpoints answer: one JSON body, or server-sent events
+(`chat.completion.chunk` / `text_completion` chunks, an optional usage chunk,
+then `data: [DONE]`).
+
+It listens on loopback by default: the API is the authenticated front door,
+and at scale-out this port belongs on the cluster's internal network only.
+The standard library's threaded server is enough here: each call is a thread
+that waits for its own tokens, and the engine thread never blocks on a client.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import select
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from core.bodies import BodyError, ModelInfo, check_interactive
+from core.ids import new_id
+from worker.engines.base import GenRequest, GenResult
+from worker.lane import Lane
+from worker.responses import response_body, sampling_params, usage
+
+log = logging.getLogger("blendserve.worker")
+
+ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
+MAX_BODY = 8 * 1024 * 1024
+
+
+class _Call:
+    """One interactive request in flight: the engine thread puts tokens and the result, its HTTP thread reads."""
+
+    def __init__(self, key: int, endpoint: str) -> None:
+        self.key, self.endpoint, self.finished = key, endpoint, False
+        self.events: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+
+class _TextStream:
+    """Token ids in, text deltas out, never beyond a stop string nor into an unfinished UTF-8 character.
+
+    Each run of new tokens is decoded on its own (a byte-level BPE decodes
+    piecewise), and held back while it ends inside a character; the last
+    len(longest stop) - 1 characters are held back too, since they may begin a
+    stop string. The final result's text (stop string removed) closes the stream.
+    """
+
+    def __init__(self, tokenizer, stops: tuple[str, ...]) -> None:
+        self.tokenizer, self.stops = tokenizer, stops
+        self.text, self.sent, self.pending = "", 0, []
+        self.hold = max((len(s) for s in stops), default=1) - 1
+
+    def add(self, ids: list[int]) -> str:
+        self.pending += ids
+        piece = self.tokenizer.decode(self.pending, skip_special_tokens=True)
+        if piece.endswith("\ufffd"):
+            return ""
+        self.text += piece
+        self.pending = []
+        end = len(self.text) - self.hold
+        for s in self.stops:
+            if (at := self.text.find(s)) >= 0:
+                end = min(end, at)
+        return self._emit(end)
+
+    def close(self, final: str) -> str:
+        """What is left of the final text; the stream's deltas add up to exactly `final`."""
+        return final[self.sent:] if final.startswith(self.text[:self.sent]) else ""
+
+    def _emit(self, end: int) -> str:
+        if end <= self.sent:
+            return ""
+        out, self.sent = self.text[self.sent:end], end
+        return out
+
+
+class InteractiveServer:
+    def __init__(self, lane: Lane, info: ModelInfo, tokenizer, model_name: str, host: str, port: int) -> None:
+        self.lane, self.info, self.tokenizer, self.model_name = lane, info, tokenizer, model_name
+        self.calls: dict[int, _Call] = {}
+        self.closing = False
+        self.httpd = ThreadingHTTPServer((host, port), self._handler())
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+
+    def start(self) -> None:
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True,
+                         name="interactive").start()
+
+    def close(self) -> None:
+        """Refuse new calls; calls in flight are told the worker is stopping (the API may retry elsewhere)."""
+        self.closing = True
+        for key in list(self.calls):
+            self.abort(key, "The worker is stopping.")
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # -- called from the engine's thread ----------------------------------------------------------
+
+    def finish(self, result: GenResult) -> None:
+        if (call := self.calls.get(result.key)) is not None:
+            call.finished = True
+            call.events.put(("done", result))
+
+    def abort(self, key: int, message: str) -> None:
+        if (call := self.calls.get(key)) is not None:
+            call.events.put(("error", message))
+
+    # -- the HTTP side ----------------------------------------------------------------------------------
+
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"      # one call per connection; a stream ends when it closes
+
+            def log_message(self, fmt: str, *args: Any) -> None:   # the API logs requests; keep this quiet
+                pass
+
+            def do_POST(self) -> None:
+                server._serve(self)
+
+        return Handler
+
+    def _serve(self, h: BaseHTTPRequestHandler) -> None:
+        t0 = time.perf_counter()
+        if h.path not in ENDPOINTS:
+            return _json(h, 404, _error(f"Unknown path {h.path}.", "not_found", None, "invalid_request_error"))
+        if self.closing:
+            return _json(h, 503, _error("The worker is stopping.", "worker_stopping", None, "server_error"))
+        try:
+            length = int(h.headers.get("content-length") or 0)
+            if length > MAX_BODY:
+                raise BodyError("request_too_large", f"The body exceeds {MAX_BODY} bytes.")
+            body = json.loads(h.rfile.read(length) or b"null")
+            req = check_interactive(h.path, body, self.info)
+            params = sampling_params(body, req.max_tokens)
+        except json.JSONDecodeError as e:
+            return _json(h, 400, _error(f"The body is not valid JSON: {e.msg}.", "invalid_json", None))
+        except BodyError as e:
+            return _json(h, 400, _error(e.message, e.code, e.param))
+        key = self.lane.new_key()
+        call = self.calls[key] = _Call(key, h.path)
+        text = _TextStream(self.tokenizer, params.stop) if req.stream else None
+        self.lane.put(GenRequest(key, req.prompt_ids, params,
+                                 on_tokens=(lambda ids: call.events.put(("tokens", ids))) if req.stream else None))
+        try:
+            if req.stream:
+                self._stream(h, call, text, req.include_usage)
+            else:
+                self._reply(h, call)
+        except (BrokenPipeError, ConnectionResetError):
+            if not call.finished:          # the caller left: the engine drops the request at its next step
+                self.lane.cancel(key)
+        finally:
+            del self.calls[key]
+            log.debug("interactive %d: %.1f ms", key, (time.perf_counter() - t0) * 1e3)
+
+    def _next(self, h: BaseHTTPRequestHandler, call: _Call) -> tuple[str, Any]:
+        """The call's next event; raises ConnectionResetError if the caller hung up while it waited."""
+        while True:
+            try:
+                return call.events.get(timeout=0.05)
+            except queue.Empty:
+                if _hung_up(h.connection):
+                    raise ConnectionResetError
+
+    def _reply(self, h: BaseHTTPRequestHandler, call: _Call) -> None:
+        kind, value = self._next(h, call)
+        while kind == "tokens":
+            kind, value = self._next(h, call)
+        if kind == "error":
+            return _json(h, 503, _error(value, "worker_stopping", None, "server_error"))
+        _json(h, 200, response_body(call.endpoint, self.model_name, value))
+
+    def _stream(self, h: BaseHTTPRequestHandler, call: _Call, text: _TextStream, include_usage: bool) -> None:
+        chat = call.endpoint == "/v1/chat/completions"
+        cid, created = new_id("chatcmpl-" if chat else "cmpl-"), int(time.time())
+
+        def chunk(delta: str | None, finish: str | None = None, role: bool = False, use: dict | None = None) -> None:
+            if chat:
+                d = {"role": "assistant", "content": ""} if role else ({} if delta is None else {"content": delta})
+                choices = [{"index": 0, "delta": d, "logprobs": None, "finish_reason": finish}]
+                obj = "chat.completion.chunk"
+            else:
+                choices = [{"index": 0, "text": delta or "", "logprobs": None, "finish_reason": finish}]
+                obj = "text_completion"
+            body = {"id": cid, "object": obj, "created": created, "model": self.model_name,
+                    "system_fingerprint": None, "choices": [] if use is not None else choices}
+            if include_usage:
+                body["usage"] = use
+            h.wfile.write(b"data: " + json.dumps(body).encode() + b"\n\n")
+            h.wfile.flush()
+
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Cache-Control", "no-cache")
+        h.end_headers()
+        if chat:
+            chunk(None, role=True)
+        while True:
+            kind, value = self._next(h, call)
+            if kind == "tokens":
+                if delta := text.add(value):
+                    chunk(delta)
+            elif kind == "error":
+                h.wfile.write(b"data: " + json.dumps(_error(value, "worker_stopping", None, "server_error")).encode()
+                              + b"\n\n")
+                return
+            else:
+                if rest := text.close(value.text):
+                    chunk(rest)
+                chunk(None if chat else "", finish=value.finish_reason)
+                if include_usage:
+                    chunk(None, use=usage(value))
+                h.wfile.write(b"data: [DONE]\n\n")
+                h.wfile.flush()
+                return
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    """True once the peer closed its end (readable with nothing to read)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
+def _error(message: str, code: str, param: str | None, kind: str = "invalid_request_error") -> dict:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def _json(h: BaseHTTPRequestHandler, status: int, body: dict) -> None:
+    data = json.dumps(body).encode()
+    h.send_response(status)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(data)))
+    h.end_headers()
+    h.wfile.write(data)

@@ -1,0 +1,85 @@
+"""The interactive lane's queue: requests wait here until the dynamic-batching rule lets them into the engine.
+
+The rule (DESIGN.md section 2): a group of waiting requests starts when it
+reaches N_max requests or when its oldest request has waited T_max, whichever
+comes first. The engine polls `take` before every step, so a due group is
+admitted at the very next step, ahead of all batch work. T_max = 0 admits each
+request at the next step; a larger T_max trades a little latency for fewer,
+fuller prefill steps.
+
+Keys of interactive requests are negative, so they never collide with request
+ids of batch work (positive) in the engine or in the worker's bookkeeping.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+
+from worker.engines.base import GenRequest
+
+
+class Lane:
+    def __init__(self, max_batch: int, max_wait_s: float) -> None:
+        self.max_batch, self.max_wait_s = max(1, max_batch), max(0.0, max_wait_s)
+        self._waiting: deque[tuple[float, GenRequest]] = deque()
+        self._cancelled: set[int] = set()
+        self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        self._keys = itertools.count(-1, -1)
+
+    def new_key(self) -> int:
+        with self._lock:
+            return next(self._keys)
+
+    def put(self, request: GenRequest) -> None:
+        with self._lock:
+            self._waiting.append((time.monotonic(), request))
+            self._arrived.notify_all()
+
+    def take(self) -> list[GenRequest]:
+        """The group the rule admits now (at most N_max requests); empty if none is due."""
+        with self._lock:
+            if not self._due(time.monotonic()):
+                return []
+            n = min(self.max_batch, len(self._waiting))
+            return [self._waiting.popleft()[1] for _ in range(n)]
+
+    def wait_due(self, timeout: float) -> bool:
+        """Block until a group is due (True) or `timeout` passes (False): an idle worker sleeps here."""
+        end = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                now = time.monotonic()
+                if self._due(now):
+                    return True
+                if now >= end:
+                    return False
+                wake = end if not self._waiting else min(end, self._waiting[0][0] + self.max_wait_s)
+                self._arrived.wait(max(wake - now, 0.0005))
+
+    def cancel(self, key: int) -> None:
+        """The caller went away: a request still waiting here is dropped now; one the engine runs is
+        dropped at its next step (the engine asks `cancelled`, then the key is forgotten)."""
+        with self._lock:
+            kept = deque(w for w in self._waiting if w[1].key != key)
+            if len(kept) == len(self._waiting):
+                self._cancelled.add(key)
+            self._waiting = kept
+
+    def cancelled(self, key: int) -> bool:
+        """True once for a cancelled request the engine runs (it drops it, so the key is forgotten)."""
+        with self._lock:
+            if key in self._cancelled:
+                self._cancelled.discard(key)
+                return True
+            return False
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._waiting)
+
+    def _due(self, now: float) -> bool:
+        return bool(self._waiting) and (len(self._waiting) >= self.max_batch
+                                        or now - self._waiting[0][0] >= self.max_wait_s)
