@@ -128,6 +128,7 @@ class Worker(Base):
     kv_capacity_tokens: Mapped[int] = mapped_column(Integer)
     step_tokens: Mapped[int | None] = mapped_column(Integer)   # tokens per mixed step; None: cannot mix
     interactive_url: Mapped[str | None] = mapped_column(String(256))   # its interactive endpoint; None: none
+    interactive_share: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")  # of its tokens, last minute
     host: Mapped[str] = mapped_column(String(256))
     pid: Mapped[int] = mapped_column(Integer)
     started_at: Mapped[float] = mapped_column(Float)

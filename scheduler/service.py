@@ -53,9 +53,13 @@ def policy_for(settings: Settings) -> planning.Policy:
         readers = make_sessionmaker(make_engine(settings.db_url, readonly=True))
 
         def step_budgets(ids: list[str]) -> dict[str, int | None]:
-            """The workers' step_tokens, read from their rows (the engine's budget per mixed step)."""
+            """The workers' step_tokens, read from their rows (the engine's budget per mixed step), less
+            the share their interactive lane took in the last minute."""
             with readers() as s:
-                return dict(s.execute(select(Worker.id, Worker.step_tokens).where(Worker.id.in_(ids))).all())
+                rows = s.execute(select(Worker.id, Worker.step_tokens, Worker.interactive_share)
+                                 .where(Worker.id.in_(ids))).all()
+            return {w: None if step is None else max(1, int(step * (1.0 - min(share or 0.0, 0.9))))
+                    for w, step, share in rows}
 
         cls = BlendServe if settings.planner == "blendserve" else DFS
         return cls(model_paths(settings), hardware=settings.hardware, warmup_fraction=settings.warmup_fraction,

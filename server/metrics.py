@@ -76,6 +76,9 @@ class JobTableCollector(Collector):
                                  labels=labels)
         running = GaugeMetricFamily("blendserve_worker_running_sequences",
                                     "Sequences the worker's engine runs, as of its last heartbeat.", labels=labels)
+        lane = GaugeMetricFamily("blendserve_worker_interactive_share",
+                                 "Share of the worker's tokens its interactive lane took in the last minute "
+                                 "(the planner paces batch work to the rest).", labels=labels)
         kv_used = GaugeMetricFamily("blendserve_worker_kv_used_tokens",
                                     "KV cache tokens the engine's running sequences hold, as of its last heartbeat.",
                                     labels=labels)
@@ -97,7 +100,8 @@ class JobTableCollector(Collector):
                 running.add_metric(key, w.running_sequences)
             if w.kv_used_tokens is not None:
                 kv_used.add_metric(key, w.kv_used_tokens)
-        yield from (beat, kv, rate, held, running, kv_used)
+            lane.add_metric(key, w.interactive_share)
+        yield from (beat, kv, rate, held, running, kv_used, lane)
 
     def _rounds(self, s: Session) -> Iterator[Metric]:
         """Planning rounds per model: the running totals the scheduler keeps on each model's newest round."""

@@ -76,3 +76,33 @@ def test_stream_deltas_without_stops_follow_every_token(tiny_model: Path) -> Non
     full = tok.decode(ids, skip_special_tokens=True)
     assert "".join(deltas) == full and "\ufffd" not in "".join(deltas)
     assert stream.close(full) == ""
+
+
+def test_the_lane_share_counts_the_last_window_only() -> None:
+    from worker.lane import Share
+
+    share = Share(window_s=0.3)
+    assert share.value() == 0.0
+    share.add(300, interactive=False)
+    share.add(100, interactive=True)
+    assert share.value() == 0.25
+    time.sleep(0.35)
+    share.add(50, interactive=True)
+    assert share.value() == 1.0
+
+
+def test_the_planner_paces_to_what_the_lane_leaves(tmp_path: Path, tiny_model: Path, monkeypatch) -> None:
+    """A worker whose lane took 40% of its tokens is planned with 60% of its step budget."""
+    from core.config import Settings
+    from core.db import make_engine, make_sessionmaker
+    from core.migrate import upgrade
+    from core.models import Worker
+    from scheduler.service import policy_for
+
+    settings = Settings(data_dir=tmp_path, models=f"tiny={tiny_model}")
+    upgrade(settings.db_url)
+    with make_sessionmaker(make_engine(settings.db_url)).begin() as s:
+        for wid, share in (("w-busy", 0.4), ("w-idle", 0.0)):
+            s.add(Worker(id=wid, model="tiny", engine="cpu", host="h", kv_capacity_tokens=1000, step_tokens=1000,
+                         pid=1, started_at=0.0, heartbeat_at=0.0, interactive_share=share))
+    assert policy_for(settings).step_budgets(["w-busy", "w-idle"]) == {"w-busy": 600, "w-idle": 1000}

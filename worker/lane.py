@@ -83,3 +83,26 @@ class Lane:
     def _due(self, now: float) -> bool:
         return bool(self._waiting) and (len(self._waiting) >= self.max_batch
                                         or now - self._waiting[0][0] >= self.max_wait_s)
+
+
+class Share:
+    """The share of a worker's tokens (prompt + completion) that interactive requests took in the last
+    `window_s` seconds. The worker pushes it with its heartbeat and the planner paces batch work to the
+    rest of the engine's step budget, so a busy lane makes the plan's blend smaller, not late."""
+
+    def __init__(self, window_s: float = 60.0) -> None:
+        self.window_s = window_s
+        self._events: deque[tuple[float, int, bool]] = deque()
+        self._lock = threading.Lock()
+
+    def add(self, tokens: int, interactive: bool) -> None:
+        with self._lock:
+            self._events.append((time.monotonic(), tokens, interactive))
+
+    def value(self) -> float:
+        with self._lock:
+            cut = time.monotonic() - self.window_s
+            while self._events and self._events[0][0] < cut:
+                self._events.popleft()
+            total = sum(t for _, t, _ in self._events)
+            return sum(t for _, t, i in self._events if i) / total if total else 0.0

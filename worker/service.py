@@ -56,7 +56,7 @@ from core.models import Batch, Request, Worker
 from worker import claims
 from worker.engines.base import Engine, GenRequest, GenResult, engine_stats
 from worker.interactive import InteractiveServer
-from worker.lane import Lane
+from worker.lane import Lane, Share
 from worker.responses import response_body, sampling_params
 
 log = logging.getLogger("blendserve.worker")
@@ -129,6 +129,7 @@ class WorkerService:
         self.results: queue.Queue = queue.Queue()
         self.stop = threading.Event()
         self.lane = Lane(settings.interactive_max_batch, settings.interactive_max_wait_ms / 1000)
+        self.share = Share()
         self.interactive = self._interactive_server(model_path, rank)
         now = time.time()
         with self.sessions.begin() as s:
@@ -328,6 +329,7 @@ class WorkerService:
     # -- results ---------------------------------------------------------------------------------
 
     def _write(self, res: GenResult) -> None:
+        self.share.add(res.prompt_tokens + res.completion_tokens, interactive=res.key < 0)
         if res.key < 0:
             if self.interactive is not None:
                 self.interactive.finish(res)
@@ -419,7 +421,7 @@ class WorkerService:
                 with self.sessions.begin() as s:
                     s.execute(update(Worker).where(Worker.id == self.id).values(
                         heartbeat_at=time.time(), running_sequences=load.running_sequences,
-                        kv_used_tokens=load.kv_used_tokens))
+                        kv_used_tokens=load.kv_used_tokens, interactive_share=self.share.value()))
                 for cid, held in list(self.held.items()):
                     if not held.lost and not claims.renew(self.sessions, cid, self.id, self.settings.lease_seconds):
                         log.warning("lost the lease on chunk %d; dropping its unfinished work", cid)
