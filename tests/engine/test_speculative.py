@@ -210,3 +210,34 @@ def test_smollm2_rewrite_accepts_most_drafts(smollm2_checkpoint: Path) -> None:
     assert (spec.output_ids, spec.text) == (plain.output_ids, plain.text)
     assert "Chen packed" in spec.text
     assert e.spec_stats.acceptance > 0.5 and len(e.step_log) < len(spec.output_ids) / 2
+
+
+def test_short_chunks_batched_attend_as_alone(tiny_model: Path) -> None:
+    """Decodes and short multi-token chunks (a decode and its draft) of different lengths, batched in
+    one padded group, give the logits that one causal SDPA per chunk gives."""
+    from worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
+    from worker.engines.cpu.model import Llama
+
+    class Alone(PagedAttention):
+        SHORT = 0
+
+    model = Llama(tiny_model, torch.float32)
+    seqs = prompts(4, 50)
+    tables = [[4 * i + b for b in range(4)] for i in range(4)]
+    spans = [(len(seqs[0]) - 3, 3), (len(seqs[1]) - 1, 1), (len(seqs[2]) - 6, 6), (len(seqs[3]) - 2, 2)]
+    logits = []
+    for kind in (PagedAttention, Alone):
+        pool = KVPool(model.n_layers, model.n_kv_heads, model.head_dim, 16, 4)
+        with torch.inference_mode():
+            for s, t, (start, _) in zip(seqs, tables, spans):   # the cached prefixes
+                model.forward(torch.tensor(s[:start]), torch.arange(start),
+                              PagedAttention(pool, [Chunk(0, 0, start, t)], model.head_dim ** -0.5), torch.tensor([0]))
+            ids, pos, chunks = [], [], []
+            for s, t, (start, n) in zip(seqs, tables, spans):
+                chunks.append(Chunk(len(ids), start, n, t))
+                ids += s[start:start + n]
+                pos += range(start, start + n)
+            attn = kind(pool, chunks, model.head_dim ** -0.5)
+            assert len(attn.prefills) == (0 if kind is PagedAttention else 4)
+            logits.append(model.forward(torch.tensor(ids), torch.tensor(pos), attn, torch.arange(len(ids))))
+    torch.testing.assert_close(logits[0], logits[1], rtol=1e-4, atol=1e-4)
