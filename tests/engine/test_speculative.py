@@ -76,6 +76,14 @@ def test_prompt_lookup_proposes_what_followed_the_latest_match() -> None:
     lookup.feedback(2, 2)
     lookup.feedback(4, 4)
     assert lookup.limit == 4                                   # doubles back, never past k
+    lookup = PromptLookup(1, 3, k=4)                           # (tokens only grow in an engine)
+    lookup.feedback(4, 0)                                      # rejected at once: no draft next step
+    assert lookup.propose(tokens, 4) == [] and lookup.propose(tokens, 4) == [7]
+    lookup.feedback(1, 0)                                      # again: two steps without
+    assert [lookup.propose(tokens, 4) for _ in range(3)] == [[], [], [7]]
+    lookup.feedback(1, 1)
+    lookup.feedback(2, 0)                                      # an accepted token reset the pause
+    assert [lookup.propose(tokens, 4) for _ in range(2)] == [[], [7]]
 
 
 def test_switch_reads_the_environment_and_configures_vllm_and_sglang(monkeypatch) -> None:

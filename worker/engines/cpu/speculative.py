@@ -49,19 +49,29 @@ class PromptLookup:
 
     The draft length adapts per sequence (``feedback``): after a rejection the
     next draft is at most one token longer than what was accepted, and each
-    fully accepted draft doubles it again, up to ``k``. So a sequence whose
-    guesses keep failing (open-ended text) costs one extra token a step, and
-    one that copies its prompt is back to full drafts within a few steps.
+    fully accepted draft doubles it again, up to ``k``. A draft rejected at
+    its first token pauses drafting for 1, 2, 4 .. ``MAX_PAUSE`` steps (the
+    pause doubling while that goes on, reset by any accepted token). So a
+    sequence whose guesses keep failing (open-ended text) seldom pays for a
+    draft, and one that copies its prompt is back to full drafts within a few steps.
     """
+
+    MAX_PAUSE = 16
 
     def __init__(self, min_n: int, max_n: int, k: int) -> None:
         self.min_n, self.max_n = max(1, min_n), max(1, max_n)
         self.k = self.limit = k
         self.index: dict[tuple[int, ...], int] = {}
         self.indexed = 1          # n-grams ending before this position are in the index
+        self.pause = 0            # steps left without a draft
+        self.next_pause = 1       # the pause after the next draft rejected at its first token
 
     def feedback(self, drafted: int, accepted: int) -> None:
         self.limit = min(self.k, 2 * drafted) if accepted == drafted else accepted + 1
+        if accepted:
+            self.next_pause = 1
+        else:
+            self.pause, self.next_pause = self.next_pause, min(2 * self.next_pause, self.MAX_PAUSE)
 
     def update(self, tokens: list[int]) -> None:
         index = self.index
@@ -72,6 +82,9 @@ class PromptLookup:
 
     def propose(self, tokens: list[int], k: int) -> list[int]:
         k = min(k, self.limit)
+        if self.pause > 0:
+            self.pause -= 1
+            return []
         if k <= 0:
             return []
         self.update(tokens)
