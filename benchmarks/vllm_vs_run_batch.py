@@ -108,6 +108,8 @@ def cli_flags(args: dict) -> list[str]:
             flags.append(flag)
         elif isinstance(v, list):
             flags += [flag, *map(str, v)]
+        elif isinstance(v, dict):                 # e.g. speculative_config: vLLM parses the flag as JSON
+            flags += [flag, json.dumps(v)]
         elif v is not False:
             flags += [flag, str(v)]
     return flags

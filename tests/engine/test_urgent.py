@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from worker.engines.base import GenRequest, SamplingParams
 from worker.engines.cpu import CpuEngine
+from worker.engines.speculative import SpecConfig
 
 GREEDY = SamplingParams(max_tokens=16, temperature=0.0)
 
@@ -25,10 +27,12 @@ def alone(tiny_model: Path, request: GenRequest) -> list[int]:
     return next(engine(tiny_model, max_running=1).generate([request])).output_ids
 
 
-def test_urgent_jumps_the_queue_and_matches_running_alone(tiny_model: Path) -> None:
+@pytest.mark.parametrize("speculative", ["off", "ngram"])
+def test_urgent_jumps_the_queue_and_matches_running_alone(tiny_model: Path, speculative: str) -> None:
     """Twelve batch requests, four running at a time; an urgent one handed over at the third step finishes
-    before any batch request admitted after it would have started, with its tokens streamed in order."""
-    e = engine(tiny_model)
+    before any batch request admitted after it would have started, with its tokens streamed in order
+    (with speculative decoding too, where a step may commit several tokens)."""
+    e = engine(tiny_model, speculative=SpecConfig(speculative))
     batch = [GenRequest(i, prompt(i), GREEDY) for i in range(12)]
     streamed: list[int] = []
     hot = GenRequest(-1, prompt(99, 20), SamplingParams(max_tokens=6, temperature=0.0), on_tokens=streamed.extend)

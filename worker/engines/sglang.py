@@ -13,6 +13,9 @@ tokens (SGLang takes the running decodes out of the chunk's budget). That is
 the step a blend is paced for, so the size is the planner's step budget
 (scheduler.planner.plan.STEP_TOKENS, repeated here: the worker never imports
 the scheduler) and the worker reports it through step_token_budget().
+
+``BLENDSERVE_SPECULATIVE=ngram`` turns on SGLang's own NGRAM speculation
+(``worker.engines.speculative.SpecConfig.sglang``); off unless set.
 """
 from __future__ import annotations
 
@@ -23,16 +26,19 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from worker.engines.base import EngineStats, GenRequest, GenResult
+from worker.engines.speculative import SpecConfig
 
 IN_FLIGHT_KV_MULTIPLE = 2.0
 STEP_TOKENS = 2048      # = scheduler.planner.plan.STEP_TOKENS: decodes + prefill chunk per step
 
 
 class SGLangEngine:
-    def __init__(self, model_path: Path, model_name: str, *, tp: int = 1, mem_fraction: float | None = None) -> None:
+    def __init__(self, model_path: Path, model_name: str, *, tp: int = 1, mem_fraction: float | None = None,
+                 speculative: SpecConfig | None = None) -> None:
         import sglang
 
         kwargs = {"mem_fraction_static": mem_fraction} if mem_fraction else {}
+        kwargs.update((speculative or SpecConfig.from_env()).sglang())
         self.model_name = model_name
         self.engine = sglang.Engine(model_path=str(model_path), tp_size=tp, schedule_policy="fcfs",
                                     enable_mixed_chunk=True, chunked_prefill_size=STEP_TOKENS,

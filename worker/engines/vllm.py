@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from worker.engines.base import EngineStats, GenRequest, GenResult
+from worker.engines.speculative import SpecConfig
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class VllmOptions:
     # KV blocks to allocate instead of what VLLM_CPU_KVCACHE_SPACE allows (whole GiB on CPU): a
     # benchmark scales the cache down with its workload, as a real batch is many times a GPU's cache.
     num_blocks: int | None = None
+    # BLENDSERVE_SPECULATIVE=ngram: vLLM's own n-gram (prompt lookup) speculation; off unless set.
+    speculative: SpecConfig = SpecConfig()
 
     @classmethod
     def from_env(cls) -> "VllmOptions":
@@ -56,6 +59,7 @@ class VllmOptions:
             enforce_eager=env("BLENDSERVE_VLLM_ENFORCE_EAGER", "1") not in ("0", "false", "no"),
             dtype=env("BLENDSERVE_VLLM_DTYPE", cls.dtype),
             num_blocks=int(env("BLENDSERVE_VLLM_NUM_BLOCKS")) if env("BLENDSERVE_VLLM_NUM_BLOCKS") else None,
+            speculative=SpecConfig.from_env(),
         )
 
     def engine_args(self, model_path: Path, model_name: str) -> dict:
@@ -66,6 +70,8 @@ class VllmOptions:
                     enforce_eager=self.enforce_eager, seed=0)
         if self.num_blocks:
             args["num_gpu_blocks_override"] = self.num_blocks
+        if self.speculative.on:
+            args["speculative_config"] = self.speculative.vllm()
         return args
 
 

@@ -7,6 +7,9 @@ reached their end sample a token. Results are yielded as sequences finish.
 So the order in which the planner feeds requests changes the engine's speed
 the way it does on a GPU engine: prefix order keeps the block cache hitting,
 and a blend of long prompts and long outputs fills steps with both.
+
+With ``BLENDSERVE_SPECULATIVE=ngram`` a decoding sequence's chunk carries a
+prompt-lookup draft, verified in the same step (``speculative.py``).
 """
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ from worker.engines.cpu.block_manager import BlockManager
 from worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
 from worker.engines.cpu.model import Llama, default_dtype
 from worker.engines.cpu.sampler import SamplingState, sample
-from worker.engines.cpu.scheduler import Scheduler, Sequence, Step
+from worker.engines.cpu.scheduler import ScheduledChunk, Scheduler, Sequence, Step
+from worker.engines.cpu.speculative import PromptLookup, SpecConfig, SpecStats
 from worker.engines.cpu.stops import StopChecker
 
 # One torch thread beats two whenever anything else runs on the machine (two
@@ -66,6 +70,7 @@ class CpuEngine:
         block_size: int | None = None,
         step_tokens: int | None = None,
         dtype: torch.dtype | None = None,
+        speculative: SpecConfig | None = None,
     ) -> None:
         """Unset knobs come from BLENDSERVE_CPU_* variables, else the defaults above.
 
@@ -87,6 +92,8 @@ class CpuEngine:
         self.num_blocks = max(1, kv_capacity_tokens // self.block_size)
         self._fresh_cache()
         self.step_log: list[Step] | None = None   # set to [] to record every step (benchmarks, tests)
+        self.spec = speculative or SpecConfig.from_env()
+        self.spec_stats = SpecStats()
 
     def _fresh_cache(self) -> None:
         m = self.model
@@ -116,7 +123,8 @@ class CpuEngine:
                  cancelled: Callable[[int], bool] | None = None,
                  urgent: Callable[[], list[GenRequest]] | None = None) -> Iterator[GenResult]:
         stream = iter(requests)
-        sched = self._sched = Scheduler(self.blocks, self.max_running, self.step_tokens)
+        sched = self._sched = Scheduler(self.blocks, self.max_running, self.step_tokens,
+                                        self._draft if self.spec.on else None)
         ready: list[Sequence] = []      # finished without running (nothing to generate)
 
         def pull() -> Sequence | None:
@@ -165,6 +173,16 @@ class CpuEngine:
             seq.finish_reason, seq.cached_tokens = "length", 0
         return seq
 
+    def _draft(self, seq: Sequence, most: int) -> list[int]:
+        """Prompt lookup's draft for ``seq``: never past max_tokens or the context (counting the bonus token)."""
+        request = seq.state[0]
+        most = min(most, request.params.max_tokens - len(seq.output) - 1, self.context - len(seq.tokens))
+        if most <= 0:
+            return []
+        if seq.lookup is None:
+            seq.lookup = PromptLookup(self.spec.min_n, self.spec.max_n, self.spec.tokens)
+        return seq.lookup.propose(seq.tokens, most)
+
     def _run(self, sched: Scheduler, step: Step) -> list[Sequence]:
         """One forward pass over the step's chunks; returns the sequences that finished."""
         ids: list[int] = []
@@ -172,28 +190,61 @@ class CpuEngine:
         positions: list[torch.Tensor] = []
         sample_rows: list[int] = []
         samplers: list[Sequence] = []
+        plain: list[int] = []                              # the samplers' logits rows
+        drafted: list[tuple[ScheduledChunk, int]] = []    # chunks with a draft, and their first logits row
         for c in step.chunks:
             row = len(ids)
-            ids += c.seq.tokens[c.start:c.start + c.n]
+            ids += c.seq.tokens[c.start:c.start + c.n - len(c.draft)] + c.draft
             positions.append(torch.arange(c.start, c.start + c.n))
             chunks.append(Chunk(row, c.start, c.n, c.seq.block_table))
-            if c.samples:
+            if c.draft:
+                drafted.append((c, len(sample_rows)))
+                sample_rows += range(row, row + c.n)
+            elif c.samples:
+                plain.append(len(sample_rows))
                 sample_rows.append(row + c.n - 1)
                 samplers.append(c.seq)
         attn = PagedAttention(self.pool, chunks, self.model.head_dim ** -0.5)
         logits = self.model.forward(torch.tensor(ids), torch.cat(positions), attn, torch.tensor(sample_rows, dtype=torch.long))
         for c in step.chunks:
-            sched.advance(c)
+            if not c.draft:
+                sched.advance(c)
         if self.step_log is not None:
             self.step_log.append(step)
-        tokens = sample(logits, [seq.state[1] for seq in samplers]) if samplers else []
+        picked = logits[plain] if drafted else logits
+        tokens = sample(picked, [seq.state[1] for seq in samplers]) if samplers else []
         finished = []
         for seq, token in zip(samplers, tokens):
             self._append(seq, token)
             if seq.finish_reason:
                 sched.finish(seq)
                 finished.append(seq)
+        for c, first in drafted:
+            sched.advance(c, self._verify(c, logits[first:first + c.n]))
+            if c.seq.finish_reason:
+                sched.finish(c.seq)
+                finished.append(c.seq)
         return finished
+
+    def _verify(self, chunk: ScheduledChunk, logits: torch.Tensor) -> int:
+        """Append the tokens plain decoding would pick, while they follow the draft; returns the
+        chunk's tokens whose K/V now count (its last token and the accepted draft)."""
+        seq, draft = chunk.seq, chunk.draft
+        state = seq.state[1]
+        fast = state.params.temperature <= 0 and not state.adjusts
+        greedy = logits.argmax(dim=-1).tolist() if fast else None
+        for j in range(len(draft) + 1):
+            token = greedy[j] if fast else sample(logits[j:j + 1], [state])[0]
+            self._append(seq, token)
+            if seq.finish_reason or j == len(draft) or token != draft[j]:
+                break
+        accepted = j + (j < len(draft) and token == draft[j])
+        if seq.lookup is not None:
+            seq.lookup.feedback(len(draft), accepted)
+        self.spec_stats.steps += 1
+        self.spec_stats.drafted += len(draft)
+        self.spec_stats.accepted += accepted
+        return j + 1
 
     def _append(self, seq: Sequence, token: int) -> None:
         """Record a sampled token and decide whether the sequence is done."""

@@ -51,10 +51,13 @@ class Chunk:
 
 @dataclass
 class _DecodeGroup:
-    rows: torch.Tensor        # [B] step rows of the group's one-token chunks
+    rows: torch.Tensor        # [B * Q] step rows of the group's queries (a shorter chunk repeats its last row)
     tables: torch.Tensor      # [B * blocks] block ids, each table padded to the group's longest
     blocks: int
-    bias: torch.Tensor        # [1, B, 1, blocks * block_size]: 0 where a position exists, -inf past its end
+    bias: torch.Tensor        # [1, B, Q, 1, blocks * block_size]: 0 where a query may look, -inf elsewhere
+    queries: int = 1          # Q: the group's longest chunk
+    out_rows: torch.Tensor | None = None    # step rows of the real (not repeated) queries, when Q > 1
+    out_index: torch.Tensor | None = None   # ... and their places among the B * Q
 
 
 class PagedAttention:
@@ -64,12 +67,17 @@ class PagedAttention:
     their blocks gathered into a padded batch and attended with two batched
     matmuls (for one query per row this beats torch's CPU SDPA kernel). They
     are grouped by length, so that a few long sequences do not pad every
-    short one to their length. Longer chunks (prefills) each run one causal
-    SDPA aligned to the last key, over the cached prefix and themselves.
+    short one to their length. Short chunks of a few tokens (a decode and its
+    speculative draft) are batched the same way in groups of their own, each
+    query masked causally and padded to the group's longest chunk: one SDPA
+    call per sequence and layer would cost more in op overhead than the
+    attention itself. Longer chunks (prefills) each run one causal SDPA
+    aligned to the last key, over the cached prefix and themselves.
     """
 
     GROUP_RATIO = 0.6   # a decode group holds lengths within this ratio of its longest ...
     MIN_GROUP = 16      # ... unless it would be smaller than this (each group costs a few ops a layer)
+    SHORT = 16          # chunks of up to this many tokens are batched, longer ones run SDPA alone
 
     def __init__(self, pool: KVPool, chunks: list[Chunk], scale: float) -> None:
         self.pool, self.scale = pool, scale
@@ -81,16 +89,18 @@ class PagedAttention:
         self.slots = torch.cat(slots)
         self.n_tokens = len(self.slots)
         self.prefills = [(c.row, c.n, c.start, torch.tensor(c.block_table[: -(-(c.start + c.n) // bs)]))
-                         for c in chunks if c.n > 1]
+                         for c in chunks if c.n > self.SHORT]
         decodes = sorted((c for c in chunks if c.n == 1), key=lambda c: -c.start)
-        self.decodes = [self._group(g) for g in self._split(decodes)]
-        self.all_decode = not self.prefills and len(self.decodes) == 1
+        short = sorted((c for c in chunks if 1 < c.n <= self.SHORT), key=lambda c: -(c.start + c.n))
+        self.decodes = [self._group(g) for g in self._split(decodes) + self._split(short)]
+        self.all_decode = not self.prefills and len(self.decodes) == 1 and self.decodes[0].queries == 1
 
     def _split(self, decodes: list[Chunk]) -> list[list[Chunk]]:
         groups: list[list[Chunk]] = []
         for c in decodes:   # longest first
-            if groups and (c.start + 1 >= self.GROUP_RATIO * (groups[-1][0].start + 1)
-                           or len(groups[-1]) < self.MIN_GROUP):
+            first = groups[-1][0] if groups else None
+            if first and (c.start + c.n >= self.GROUP_RATIO * (first.start + first.n)
+                          or len(groups[-1]) < self.MIN_GROUP):
                 groups[-1].append(c)
             else:
                 groups.append([c])
@@ -99,16 +109,23 @@ class PagedAttention:
     def _group(self, chunks: list[Chunk]) -> _DecodeGroup:
         bs = self.pool.block_size
         chunks = sorted(chunks, key=lambda c: c.row)
-        lengths = torch.tensor([c.start + 1 for c in chunks])
-        blocks = -(-int(lengths.max()) // bs)
+        ends = torch.tensor([c.start + c.n for c in chunks])
+        blocks = -(-int(ends.max()) // bs)
         tables = torch.zeros(len(chunks), blocks, dtype=torch.long)
         for i, c in enumerate(chunks):
             t = c.block_table[:blocks]
             tables[i, : len(t)] = torch.tensor(t)
-        padding = torch.arange(blocks * bs) >= lengths.unsqueeze(1)
-        bias = torch.zeros(padding.shape).masked_fill_(padding, float("-inf")).view(1, len(chunks), 1, -1)
-        rows = torch.tensor([c.row for c in chunks])
-        return _DecodeGroup(rows, tables.flatten(), blocks, bias)
+        B, Q = len(chunks), max(c.n for c in chunks)
+        n = torch.tensor([c.n for c in chunks]).unsqueeze(1)
+        offset = torch.minimum(torch.arange(Q).unsqueeze(0), n - 1)               # [B, Q]: a short chunk repeats its last
+        last = torch.tensor([c.start for c in chunks]).unsqueeze(1) + offset      # the last position each query sees
+        padding = torch.arange(blocks * bs).view(1, 1, -1) > last.unsqueeze(2)
+        bias = torch.zeros(padding.shape).masked_fill_(padding, float("-inf")).view(1, B, Q, 1, -1)
+        rows = (torch.tensor([c.row for c in chunks]).unsqueeze(1) + offset).flatten()
+        if Q == 1:
+            return _DecodeGroup(rows, tables.flatten(), blocks, bias)
+        real = (torch.arange(Q).unsqueeze(0) < n).flatten()
+        return _DecodeGroup(rows, tables.flatten(), blocks, bias, Q, rows[real], real.nonzero().squeeze(1))
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Store this step's K/V ([N, kv_heads, D]) in the pool; return [N, heads, D] attention outputs."""
@@ -117,6 +134,9 @@ class PagedAttention:
         vp.index_copy_(1, self.slots, v.transpose(0, 1).float())
         out = q.new_empty(q.shape)
         for g in self.decodes:
+            if g.queries > 1:
+                out[g.out_rows] = self._decode(q[g.rows], g, kp, vp)[g.out_index].to(q.dtype)
+                continue
             rows = slice(None) if self.all_decode else g.rows
             out[rows] = self._decode(q[rows], g, kp, vp).to(q.dtype)
         for row, n, start, table in self.prefills:
@@ -125,14 +145,23 @@ class PagedAttention:
         return out
 
     def _decode(self, q: torch.Tensor, g: _DecodeGroup, kp: torch.Tensor, vp: torch.Tensor) -> torch.Tensor:
-        B, H, D = q.shape
-        KH = kp.shape[0]
+        """[B * Q, H, D] queries of a group (B chunks of Q rows) -> their attention outputs."""
+        _, H, D = q.shape
+        KH, Q = kp.shape[0], g.queries
+        B = q.shape[0] // Q
         keys = torch.index_select(self.pool.blocks(kp), 1, g.tables).view(KH, B, -1, D)
         values = torch.index_select(self.pool.blocks(vp), 1, g.tables).view(KH, B, -1, D)
-        grouped = q.float().view(B, KH, H // KH, D).transpose(0, 1)      # query head h reads kv head h // group
-        scores = torch.matmul(grouped, keys.transpose(-1, -2)).mul_(self.scale).add_(g.bias)
-        o = torch.matmul(torch.softmax(scores, dim=-1), values)          # [KH, B, G, D]
-        return o.transpose(0, 1).reshape(B, H, D)
+        if Q == 1:
+            grouped = q.float().view(B, KH, H // KH, D).transpose(0, 1)      # query head h reads kv head h // group
+            scores = torch.matmul(grouped, keys.transpose(-1, -2)).mul_(self.scale).add_(g.bias.view(1, B, 1, -1))
+            o = torch.matmul(torch.softmax(scores, dim=-1), values)          # [KH, B, G, D]
+            return o.transpose(0, 1).reshape(B, H, D)
+        G = H // KH
+        grouped = q.float().view(B, Q, KH, G, D).permute(2, 0, 1, 3, 4).reshape(KH, B, Q * G, D)
+        scores = torch.matmul(grouped, keys.transpose(-1, -2)).mul_(self.scale)
+        scores.view(KH, B, Q, G, -1).add_(g.bias)
+        o = torch.matmul(torch.softmax(scores, dim=-1), values)              # [KH, B, Q * G, D]
+        return o.view(KH, B, Q, G, D).permute(1, 2, 0, 3, 4).reshape(B * Q, H, D)
 
     def _prefill(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int, table: torch.Tensor,
                  kp: torch.Tensor, vp: torch.Tensor) -> torch.Tensor:

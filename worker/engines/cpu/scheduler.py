@@ -28,6 +28,11 @@ Shaped after vLLM V1's scheduler (there is no separate prefill or decode phase):
   prefills, batch sequences only decode (no batch prefill chunk, no batch
   admission): that step stays short, which is the interactive request's
   time to first token.
+* With speculative decoding (``speculative.py``), a decoding sequence's chunk
+  grows by a draft after every running sequence has its own chunk, from what
+  is left of the token budget and the free blocks (a draft never preempts);
+  ``advance`` then commits only the verified tokens and frees blocks that only
+  rejected draft tokens used.
 """
 from __future__ import annotations
 
@@ -52,6 +57,7 @@ class Sequence:
     finish_reason: str | None = None
     text: str | None = None           # set when a stop string cut the output
     urgent: bool = False              # an interactive request: ahead of batch work
+    lookup: Any = None                # the drafter's index of this sequence (speculative decoding)
 
     @property
     def output(self) -> list[int]:
@@ -62,12 +68,13 @@ class Sequence:
 class ScheduledChunk:
     seq: Sequence
     start: int
-    n: int
+    n: int                            # tokens run, the draft's included
+    draft: list[int] = field(default_factory=list)   # proposed tokens after the sequence's last one
 
     @property
     def samples(self) -> bool:
         """The chunk reaches the sequence's last token, whose logits give the next one."""
-        return self.start + self.n == len(self.seq.tokens)
+        return self.start + self.n - len(self.draft) == len(self.seq.tokens)
 
 
 @dataclass
@@ -78,18 +85,25 @@ class Step:
 
     @property
     def prefill_tokens(self) -> int:
-        return sum(c.n for c in self.chunks if c.n > 1)
+        return sum(c.n for c in self.chunks if c.n > 1 and not c.draft)
 
     @property
     def decode_tokens(self) -> int:
-        return sum(1 for c in self.chunks if c.n == 1)
+        return sum(1 for c in self.chunks if c.n == 1 or c.draft)
+
+    @property
+    def draft_tokens(self) -> int:
+        return sum(len(c.draft) for c in self.chunks)
 
 
 class Scheduler:
     WATERMARK = 0.01   # share of blocks a new admission leaves free, so running decodes rarely preempt at once
 
-    def __init__(self, blocks: BlockManager, max_running: int, step_tokens: int) -> None:
+    def __init__(self, blocks: BlockManager, max_running: int, step_tokens: int,
+                 drafter: Callable[[Sequence, int], list[int]] | None = None) -> None:
+        """``drafter(seq, most)``, when given, proposes up to ``most`` tokens to follow ``seq``."""
         self.blocks = blocks
+        self.drafter = drafter
         self.max_running = max_running
         self.step_tokens = step_tokens
         self.running: list[Sequence] = []
@@ -150,10 +164,30 @@ class Scheduler:
             i += 1
         # Victims come from the tail, after every sequence already scheduled: no chunk needs dropping.
         self.preemptions += step.preempted
+        if self.drafter is not None:
+            budget = self._draft(scheduled, budget)
         if not step.preempted and prefill_left > 0:
             self._admit(pull, min(budget, prefill_left), scheduled, step)
         step.chunks = scheduled
         return step
+
+    def _draft(self, scheduled: list[ScheduledChunk], budget: int) -> int:
+        """Extend decode chunks by drafts, within the budget and the free blocks; returns the budget left."""
+        bs = self.blocks.block_size
+        for c in scheduled:
+            if budget <= 0:
+                break
+            seq = c.seq
+            if c.n != 1 or c.start + 1 != len(seq.tokens):
+                continue
+            room = (len(seq.block_table) + self.blocks.free_blocks) * bs - len(seq.tokens)
+            draft = self.drafter(seq, min(budget, room))
+            if draft:
+                seq.block_table += self.blocks.allocate(
+                    self.blocks.blocks_for(len(seq.tokens) + len(draft)) - len(seq.block_table))
+                c.draft, c.n = draft, 1 + len(draft)
+                budget -= len(draft)
+        return budget
 
     def _admit(self, pull: Callable[[], Sequence | None], budget: int, scheduled: list[ScheduledChunk],
                step: Step) -> int:
@@ -205,11 +239,20 @@ class Scheduler:
             out.append(block_hash(out[-1] if out else None, tuple(tokens[i * bs:(i + 1) * bs])))
         return out
 
-    def advance(self, chunk: ScheduledChunk) -> None:
-        """After the forward pass: the chunk's K/V are in the pool; publish the blocks it filled."""
+    def advance(self, chunk: ScheduledChunk, committed: int | None = None) -> None:
+        """After the forward pass: the chunk's K/V are in the pool; publish the blocks it filled.
+
+        A drafted chunk commits only ``committed`` tokens (its last token and the
+        accepted draft), the engine having appended the verified tokens first;
+        blocks past the sequence's tokens held only rejected draft K/V and are freed.
+        """
         seq = chunk.seq
-        seq.computed += chunk.n
+        seq.computed += chunk.n if committed is None else committed
         bs = self.blocks.block_size
+        if chunk.draft:
+            keep = self.blocks.blocks_for(len(seq.tokens))
+            self.blocks.free(seq.block_table[keep:])
+            del seq.block_table[keep:]
         while len(seq.block_hashes) < seq.computed // bs:
             i = len(seq.block_hashes)
             tokens = tuple(seq.tokens[i * bs:(i + 1) * bs])
