@@ -74,7 +74,8 @@ def run(tokenizer_model: Path, requests: int, ranks: int, per_proc: int, polls_p
     url = pg_schema_url()
     d = Deployment(tmp, url, f"{MODEL}={tokenizer_model}", BLENDSERVE_MAX_REQUESTS_PER_FILE=str(requests),
                    BLENDSERVE_MAX_FILE_BYTES=str(1 << 31), BLENDSERVE_CHUNK_REQUESTS="256",
-                   BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_POLL_INTERVAL_S="0.1", BLENDSERVE_PLANNER="fcfs")
+                   BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_POLL_INTERVAL_S="0.1", BLENDSERVE_PLANNER="fcfs",
+                   BLENDSERVE_DB_POOL_SIZE="4")     # 4 worker processes x <= 12 connections: PostgreSQL's 100 suffice
     d.start("api")
     d.start("scheduler", "scheduler")
     d.start("scheduler", "standby")
@@ -111,6 +112,7 @@ def run(tokenizer_model: Path, requests: int, ranks: int, per_proc: int, polls_p
             db_bytes = s.scalar(sa.text("SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN "
                                         "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
                                         "AND c.relkind = 'r'"))
+        eng.dispose()
         claims = [float(m) for n in d.procs if n.startswith("worker") for m in CLAIM.findall(d.log(n, tail=None))]
         rounds = [float(m) for m in ROUND.findall(d.log("scheduler", tail=None) + d.log("standby", tail=None))]
         return {

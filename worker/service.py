@@ -41,7 +41,7 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.config import Settings
-from core.db import make_engine, make_sessionmaker
+from core.db import make_sessionmaker, shared_engine
 from core.ids import new_id
 from core.migrate import upgrade
 from core.models import Batch, Request, Worker
@@ -106,7 +106,7 @@ class WorkerService:
     def __init__(self, settings: Settings, engine: Engine, engine_kind: str) -> None:
         self.settings, self.engine = settings, engine
         upgrade(settings.db_url)
-        self.sessions = make_sessionmaker(make_engine(settings.db_url))
+        self.sessions = make_sessionmaker(shared_engine(settings.db_url, settings.db_pool_size))
         self.id = new_id("worker_")
         self.held: dict[int, _Held] = {}
         self.meta: dict[int, tuple[int, str, str]] = {}   # request id -> (chunk id, batch id, endpoint)
