@@ -21,6 +21,7 @@ import time
 from sqlalchemy import Text, cast, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from core import counts
 from core.ids import new_id
 from core.jobs import UNFINISHED
 from core.models import Batch, File, Request
@@ -107,8 +108,10 @@ def _close_unfinished(sessions: sessionmaker[Session], batch_id: str, status: st
     """Close the batch's unfinished requests, if the batch is still in one of `while_in`."""
     still = select(Batch.id).where(Batch.id == batch_id, Batch.status.in_(while_in)).exists()
     with sessions.begin() as s:
-        s.execute(update(Request).where(Request.batch_id == batch_id, Request.status.in_(UNFINISHED), still)
-                  .values(status=status, error={"code": code, "message": _MESSAGES[code]}, finished_at=time.time()))
+        closed = s.execute(update(Request).where(Request.batch_id == batch_id, Request.status.in_(UNFINISHED), still)
+                           .values(status=status, error={"code": code, "message": _MESSAGES[code]},
+                                   finished_at=time.time())).rowcount
+        counts.add(s, "scheduler", [(batch_id, status, 0, 0, 0)] * closed)
 
 
 def _finish(sessions: sessionmaker[Session], store: FileStore, batch_id: str, status: str, stamp: str,

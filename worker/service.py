@@ -40,6 +40,7 @@ import numpy as np
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from core import counts
 from core.config import Settings
 from core.db import make_sessionmaker, shared_engine
 from core.ids import new_id
@@ -321,7 +322,7 @@ class WorkerService:
             try:
                 at = time.time()
                 with self.sessions.begin() as s:
-                    s.connection().execute(_RESULT, [{**row, "b_at": at} for row in rows])
+                    self._store_once(s, rows, at)
                 return True
             except Exception:
                 log.warning("writing %d result(s) failed (try %d of %d)", len(rows), attempt + 1, WRITE_TRIES,
@@ -329,6 +330,20 @@ class WorkerService:
                 time.sleep(min(0.2 * 2 ** attempt, 5.0))
         log.error("gave up writing %d result(s); their chunks go back to pending", len(rows))
         return False
+
+    def _store_once(self, s: Session, rows: list[dict[str, Any]], at: float) -> None:
+        """One transaction: lock the rows still `planned` (the others have a result already: a re-run
+        chunk or a lost lease), write their results and add them to the batches' counters."""
+        won = {r.id: r for r in s.execute(select(Request.id, Request.batch_id, Request.prompt_tokens)
+                                          .where(Request.id.in_([row["b_id"] for row in rows]),
+                                                 Request.status == "planned")
+                                          .order_by(Request.id).with_for_update())}
+        rows = [row for row in rows if row["b_id"] in won]
+        if not rows:
+            return
+        s.connection().execute(_RESULT, [{**row, "b_at": at} for row in rows])
+        counts.add(s, self.id, [(won[row["b_id"]].batch_id, row["b_status"], won[row["b_id"]].prompt_tokens,
+                                 row["b_cached"], row["b_out"]) for row in rows])
 
     # -- chunks ------------------------------------------------------------------------------------
 
