@@ -117,9 +117,17 @@ HISTORY = 4096
 
 
 def _history(session: Session, model: str) -> tuple[list[bytes], np.ndarray]:
+    """Completed requests of the model's most recent done chunks: the observed output lengths.
+
+    Read through the chunks (newest first) and ix_requests_chunk: ordering the
+    model's completed requests by finished_at sorted every completed request
+    ever, each round (a million after one large batch).
+    """
+    recent = (select(Chunk.id).where(Chunk.model == model, Chunk.status == "done")
+              .order_by(Chunk.id.desc()).limit(HISTORY))
     rows = session.execute(select(Request.prompt_ids, Request.completion_tokens)
-                           .where(Request.model == model, Request.status == "completed")
-                           .order_by(Request.finished_at.desc()).limit(HISTORY)).all()
+                           .where(Request.chunk_id.in_(recent), Request.status == "completed")
+                           .limit(HISTORY)).all()
     return [r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.float64)
 
 
