@@ -67,6 +67,11 @@ def idle_wait(poll_s: float, empty_polls: int) -> float:
     return min(poll_s * 2 ** max(empty_polls - 1, 0), max(IDLE_MAX_S, poll_s)) * random.uniform(0.75, 1.0)
 
 
+# Process-wide: a rank that claimed a chunk wakes its idle siblings at once (there may be more), so the
+# back-off above never leaves ranks of a process idle beside work.
+_WORK = threading.Condition()
+
+
 class _LiveBatches:
     """Which batches may still run; re-read at most once a second, so cancels land within about a second."""
 
@@ -155,11 +160,19 @@ class WorkerService:
                 self._give_back_all()
             idle = 0 if busy else idle + 1
             if not busy:
-                self.stop.wait(idle_wait(self.settings.poll_interval_s, idle))
+                self._idle(idle_wait(self.settings.poll_interval_s, idle))
         self._shut_down()
         self.results.put(None)              # the writer stops once the queue is drained
         writer.join()
         log.info("worker %s stopped; unfinished work handed back", self.id)
+
+    def _idle(self, seconds: float) -> None:
+        """Wait up to `seconds`, less if this process claimed work meanwhile or is stopping."""
+        deadline = time.monotonic() + seconds
+        with _WORK:
+            while not self.stop.is_set() and (left := deadline - time.monotonic()) > 0:
+                if _WORK.wait(min(left, 0.1)):
+                    return
 
     # -- the engine stream -------------------------------------------------------------------
 
@@ -184,6 +197,8 @@ class WorkerService:
                 cid = claims.claim(self.sessions, self.id, self.engine.model_name, self.settings.lease_seconds)
                 if cid is None:
                     return
+                with _WORK:
+                    _WORK.notify_all()
                 held = self.held[cid] = _Held()
                 with self.sessions() as s:
                     rows = s.execute(select(Request.id, Request.batch_id, Request.body, Request.prompt_ids,
