@@ -57,14 +57,16 @@ MAX_ATTEMPTS = 3        # engine tries of one request before it fails alone
 WRITE_TRIES = 5         # result writes, with backoff, before their chunks are handed back
 
 
-IDLE_MAX_S = 1.0         # the longest wait between claims that found nothing
+IDLE_BACKOFF = 4         # the longest wait between claims that found nothing, in poll intervals
 
 
 def idle_wait(poll_s: float, empty_polls: int) -> float:
     """Seconds to wait after `empty_polls` claims in a row found no chunk: doubling from the poll
-    interval up to IDLE_MAX_S, with jitter. 64 idle ranks polling every 0.1 s made 640 empty claim
-    transactions a second, which took the CPU the scheduler needed to produce their work."""
-    return min(poll_s * 2 ** max(empty_polls - 1, 0), max(IDLE_MAX_S, poll_s)) * random.uniform(0.75, 1.0)
+    interval up to IDLE_BACKOFF of them, with jitter. 64 idle ranks polling every 0.1 s made 640 empty
+    claim transactions a second, which took the CPU the scheduler needed to produce their work; the
+    cap keeps a separate worker process from idling long beside work (siblings in one process are
+    woken at once, see _WORK)."""
+    return poll_s * min(2 ** max(empty_polls - 1, 0), IDLE_BACKOFF) * random.uniform(0.75, 1.0)
 
 
 # Process-wide: a rank that claimed a chunk wakes its idle siblings at once (there may be more), so the
