@@ -9,6 +9,8 @@ claim latency p50/p99 (from the workers' per-claim log lines), time from
 the output file after the batch's last result, whether every custom_id came
 out exactly once, database bytes per request, the status polls' p50/p99, and
 each role's CPU seconds and peak RSS. Lines go to benchmarks/results/control_plane.jsonl.
+Figures taken from the batch's own timestamps (validation, finalization) have a resolution
+of 1 s: the OpenAI object's times are integer epoch seconds.
 
     # one batch of 1,000,000 requests at 1, 8, 32 and 64 ranks
     PYTHONPATH=. .venv/bin/python benchmarks/control_plane.py --requests 1000000 --ranks 1,8,32,64
