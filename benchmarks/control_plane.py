@@ -1,14 +1,21 @@
 """The control plane at cluster scale, with echo engines standing in for GPUs (issue 14).
 
 One PostgreSQL schema, the API, a leading and a standby scheduler, and N echo
-ranks (several per worker process), one batch of --requests lines, status polls
-at --polls-per-s throughout. Reports, per rank count: results written per
-second, claim latency p50/p99 (from the workers' per-claim log lines), time
-from `in_progress` to the first claim, planning round durations, finalization
-of the output file after the last result, database bytes per request, the
-status polls' p50/p99, and each role's peak RSS.
+ranks (several per worker process); --batches batches of --requests lines each,
+created --every seconds apart; status polls of the newest batch at
+--polls-per-s throughout. Reports, per rank count: results written per second,
+claim latency p50/p99 (from the workers' per-claim log lines), time from
+`in_progress` to the first claim, planning round durations, finalization of
+the output file after the batch's last result, whether every custom_id came
+out exactly once, database bytes per request, the status polls' p50/p99, and
+each role's CPU seconds and peak RSS. Lines go to benchmarks/results/control_plane.jsonl.
+Figures taken from the batch's own timestamps (validation, finalization) have a resolution
+of 1 s: the OpenAI object's times are integer epoch seconds.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/control_plane.py --requests 100000 --ranks 1,8,32,64
+    # one batch of 1,000,000 requests at 1, 8, 32 and 64 ranks
+    PYTHONPATH=. .venv/bin/python benchmarks/control_plane.py --requests 1000000 --ranks 1,8,32,64
+    # 200 batches of 5,000 arriving 2 s apart, 64 ranks
+    PYTHONPATH=. .venv/bin/python benchmarks/control_plane.py --requests 5000 --batches 200 --every 2 --ranks 64
 
 Echo ranks pace like a GPU (BLENDSERVE_ECHO_TOKENS_PER_S per sequence, up to
 256 running), so with many ranks the database or this machine's CPUs bind;
@@ -34,6 +41,7 @@ from core.models import Batch, Request
 from tests.live import Deployment, pg_schema_url
 
 MODEL = "echo-8b"
+TERMINAL = ("completed", "failed", "expired", "cancelled")
 CLAIM = re.compile(r"claimed chunk \d+ \(\d+ requests?\) in ([\d.]+) ms")
 ROUND = re.compile(r"round ([\d.]+)s")
 
@@ -51,14 +59,15 @@ def write_file(path: Path, n: int, max_tokens: int, seed: int = 0) -> None:
                                 "body": {"model": MODEL, "messages": msgs, "max_tokens": max_tokens}}) + "\n")
 
 
-def poll(url: str, per_s: float, stop: threading.Event, out: list[float]) -> None:
-    """Open-loop status polls: one every 1/per_s seconds, each latency recorded."""
+def poll(base_url: str, target: list[str], per_s: float, stop: threading.Event, out: list[float]) -> None:
+    """Open-loop status polls of the newest batch: one every 1/per_s seconds, each latency recorded."""
     with httpx.Client(timeout=10) as c:
         nxt = time.perf_counter()
         while not stop.is_set():
-            t0 = time.perf_counter()
-            c.get(url)
-            out.append(time.perf_counter() - t0)
+            if target:
+                t0 = time.perf_counter()
+                c.get(f"{base_url}/batches/{target[0]}")
+                out.append(time.perf_counter() - t0)
             nxt += 1.0 / per_s
             time.sleep(max(0.0, nxt - time.perf_counter()))
 
@@ -68,13 +77,18 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / 100.0
 
 
-def run(tokenizer_model: Path, requests: int, ranks: int, per_proc: int, polls_per_s: float, max_tokens: int,
-        data: Path) -> dict:
+def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, per_proc: int, polls_per_s: float,
+        plan_window: int) -> dict:
+    """One deployment; the batches of `files` created `every_s` apart (all at once when 0); until all end."""
     tmp = Path(tempfile.mkdtemp(prefix="bs-cp-"))
     url = pg_schema_url()
-    d = Deployment(tmp, url, f"{MODEL}={tokenizer_model}", BLENDSERVE_MAX_REQUESTS_PER_FILE=str(requests),
+    lines = [sum(1 for _ in open(f, "rb")) for f in files]
+    d = Deployment(tmp, url, f"{MODEL}={tokenizer_model}", BLENDSERVE_MAX_REQUESTS_PER_FILE=str(max(lines)),
                    BLENDSERVE_MAX_FILE_BYTES=str(1 << 31), BLENDSERVE_CHUNK_REQUESTS="256",
-                   BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_POLL_INTERVAL_S="0.1", BLENDSERVE_PLANNER="fcfs")
+                   BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_POLL_INTERVAL_S="0.1", BLENDSERVE_PLANNER="fcfs",
+                   BLENDSERVE_PLAN_WINDOW=str(plan_window),
+                   BLENDSERVE_DB_POOL_SIZE="4",     # 4 worker processes x <= 12 connections: PostgreSQL's 100 suffice
+                   TOKENIZERS_PARALLELISM="true")   # as in production (the test harness turns it off)
     d.start("api")
     d.start("scheduler", "scheduler")
     d.start("scheduler", "standby")
@@ -86,51 +100,89 @@ def run(tokenizer_model: Path, requests: int, ranks: int, per_proc: int, polls_p
     d.wait_ready()
     try:
         c = d.client()
-        with open(data, "rb") as f:
-            fid = c.files.create(file=("cp.jsonl", f), purpose="batch").id
-        t_create = time.time()
-        b = c.batches.create(input_file_id=fid, endpoint="/v1/chat/completions", completion_window="24h")
         lat: list[float] = []
         stop = threading.Event()
-        poller = threading.Thread(target=poll, args=(f"{d.base_url}/batches/{b.id}", polls_per_s, stop, lat))
+        target: list[str] = []          # the newest batch: what a client watches
+        poller = threading.Thread(target=poll, args=(d.base_url, target, polls_per_s, stop, lat))
         poller.start()
         cpu0 = {n: cpu_s(p.pid) for n, p in d.procs.items()}
-        while (b := c.batches.retrieve(b.id)).status not in ("completed", "failed", "expired", "cancelled"):
+        t0, ids, created = time.time(), [], {}
+        for k, f in enumerate(files):
+            time.sleep(max(0.0, t0 + k * every_s - time.time()))
+            with open(f, "rb") as fh:
+                fid = c.files.create(file=(f.name, fh), purpose="batch").id
+            b = c.batches.create(input_file_id=fid, endpoint="/v1/chat/completions", completion_window="24h")
+            ids.append(b.id)
+            created[b.id] = time.time()
+            target[:] = [b.id]
+        done: dict[str, object] = {}
+        while len(done) < len(ids):     # oldest unfinished first: about one extra poll a second, not 200
+            for bid in ids:
+                if bid in done:
+                    continue
+                if (b := c.batches.retrieve(bid)).status not in TERMINAL:
+                    break
+                done[bid] = b
             time.sleep(1.0)
         stop.set()
         poller.join()
-        assert b.status == "completed", b
+        assert all(b.status == "completed" for b in done.values()), [b for b in done.values()
+                                                                     if b.status != "completed"][:1]
         cpu = {n: round(cpu_s(p.pid) - cpu0[n], 1) for n, p in d.procs.items()}
         rss = {n: rss_kb(p.pid) // 1024 for n, p in d.procs.items()}
+        once = all(exactly_once(c, done[bid].output_file_id, n) for bid, n in zip(ids, lines))
         eng = make_engine(url, readonly=True)
         with make_sessionmaker(eng)() as s:
-            bt = s.get(Batch, b.id)
+            bts = {b.id: b for b in s.scalars(sa.select(Batch))}
             first, last, n_done = s.execute(sa.select(sa.func.min(Request.finished_at), sa.func.max(Request.finished_at),
-                                                      sa.func.count()).where(Request.batch_id == b.id,
-                                                                             Request.status == "completed")).one()
+                                                      sa.func.count()).where(Request.status == "completed")).one()
+            lasts = dict(s.execute(sa.select(Request.batch_id, sa.func.max(Request.finished_at))
+                                   .group_by(Request.batch_id)).all())
             db_bytes = s.scalar(sa.text("SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN "
                                         "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
                                         "AND c.relkind = 'r'"))
+        eng.dispose()
         claims = [float(m) for n in d.procs if n.startswith("worker") for m in CLAIM.findall(d.log(n, tail=None))]
         rounds = [float(m) for m in ROUND.findall(d.log("scheduler", tail=None) + d.log("standby", tail=None))]
+        start = min(b.first_run_at for b in bts.values())
+        wait = [bts[b].first_run_at - bts[b].in_progress_at for b in ids]
+        fin = [bts[b].completed_at - lasts[b] for b in ids]
+        turn = [bts[b].completed_at - created[b] for b in ids]
+        pct = lambda xs, q: round(float(np.percentile(xs, q)), 2)  # noqa: E731
         return {
-            "requests": requests, "ranks": ranks, "worker_processes": i, "polls_per_s": polls_per_s,
-            "results_per_s": round(n_done / max(last - bt.first_run_at, 1e-9), 1),
-            "claim_ms_p50": round(float(np.percentile(claims, 50)), 1) if claims else None,
-            "claim_ms_p99": round(float(np.percentile(claims, 99)), 1) if claims else None,
+            "requests": sum(lines), "batches": len(ids), "every_s": every_s, "ranks": ranks,
+            "worker_processes": i, "polls_per_s": polls_per_s, "plan_window": plan_window,
+            "results_per_s": round(n_done / max(last - start, 1e-9), 1),
+            "claim_ms_p50": pct(claims, 50) if claims else None, "claim_ms_p99": pct(claims, 99) if claims else None,
             "claims": len(claims),
-            "first_claim_after_in_progress_s": round(bt.first_run_at - bt.in_progress_at, 2),
-            "validation_s": round(bt.in_progress_at - t_create, 2),
+            "first_claim_after_in_progress_s_max": round(max(wait), 2),
+            "first_claim_after_in_progress_s_p50": pct(wait, 50),
+            "validation_s_max": round(max(bts[b].in_progress_at - created[b] for b in ids), 2),
             "planning_rounds": len(rounds), "planning_round_s_max": max(rounds) if rounds else None,
-            "finalize_after_last_result_s": round(bt.completed_at - last, 1),
-            "db_bytes_per_request": round(db_bytes / requests),
+            "finalize_after_last_result_s_max": round(max(fin), 1),
+            "batch_turnaround_s_p50": pct(turn, 50), "batch_turnaround_s_max": round(max(turn), 1),
+            "every_custom_id_once": once,
+            "db_bytes_per_request": round(db_bytes / sum(lines)),
             "poll_ms_p50": round(float(np.percentile(lat, 50)) * 1e3, 1),
-            "poll_ms_p99": round(float(np.percentile(lat, 99)) * 1e3, 1),
+            "poll_ms_p99": round(float(np.percentile(lat, 99)) * 1e3, 1), "polls": len(lat),
             "cpu_s": cpu, "peak_rss_mb": rss, "busiest": max(cpu, key=cpu.get),
-            "first_result_s": round(first - bt.first_run_at, 2),
+            "first_result_s": round(first - start, 2), "wall_s": round(time.time() - t0, 1),
         }
     finally:
         d.stop()
+
+
+def exactly_once(c, file_id: str, n: int) -> bool:
+    """The output file holds every custom_id r0..r{n-1} exactly once (streamed, never all in memory)."""
+    seen = bytearray(n)
+    with c.files.with_streaming_response.content(file_id) as resp:
+        for line in resp.iter_lines():
+            if line:
+                k = int(json.loads(line)["custom_id"][1:])
+                if seen[k]:
+                    return False
+                seen[k] = 1
+    return all(seen)
 
 
 def main() -> None:
@@ -138,18 +190,25 @@ def main() -> None:
     from core.served import model_paths
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=100_000)
+    ap.add_argument("--requests", type=int, default=100_000, help="requests per batch")
+    ap.add_argument("--batches", type=int, default=1)
+    ap.add_argument("--every", type=float, default=0.0, help="seconds between batch arrivals")
     ap.add_argument("--ranks", default="1,8,32,64")
     ap.add_argument("--ranks-per-process", type=int, default=16)
     ap.add_argument("--polls-per-s", type=float, default=50.0)
     ap.add_argument("--max-tokens", type=int, default=16)
+    ap.add_argument("--plan-window", type=int, default=32768)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/control_plane.jsonl"))
     args = ap.parse_args()
     tokenizer_model = model_paths(Settings())[SMOLLM2]      # its tokenizer and config; echo loads no weights
-    data = Path(tempfile.mkdtemp(prefix="bs-cp-data-")) / "cp.jsonl"
-    write_file(data, args.requests, args.max_tokens)
+    data = Path(tempfile.mkdtemp(prefix="bs-cp-data-"))
+    files = []
+    for k in range(args.batches):
+        files.append(data / f"cp{k}.jsonl")
+        write_file(files[-1], args.requests, args.max_tokens, seed=k)
     for ranks in map(int, args.ranks.split(",")):
-        r = run(tokenizer_model, args.requests, ranks, args.ranks_per_process, args.polls_per_s, args.max_tokens, data)
+        r = run(tokenizer_model, files, args.every, ranks, args.ranks_per_process, args.polls_per_s,
+                args.plan_window)
         print(json.dumps(r), flush=True)
         with open(args.out, "a") as f:
             f.write(json.dumps({"at": time.strftime("%Y-%m-%d %H:%M"), **r}) + "\n")

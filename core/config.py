@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     # Dynamic batching of planning rounds (DESIGN.md section 2).
     plan_max_requests: int = 4096             # N_max
     plan_max_wait_s: float = 1.0              # T_max
+    # A round re-plans all unclaimed work while it is at most this many requests; past it, rounds are
+    # incremental: the planned backlog stays, new work is planned this many at a time (scheduler/planning.py).
+    plan_window: int = 32768
     chunk_requests: int = 32                  # requests per plan chunk
     planner: Literal["blendserve", "dfs", "fcfs"] = "blendserve"   # dfs: prefix-sorted; fcfs: file order
     hardware: str = ""                        # planner hardware profile; "" = from the workers' engine
@@ -39,6 +42,9 @@ class Settings(BaseSettings):
     urgent_horizon_s: float = 900.0           # batches expiring sooner than this are planned first
     key_priorities: str = ""                  # "KEY=high|normal|low,...": a key's default batch priority
 
+    # Connections a worker process keeps to the database (its ranks share them), up to twice as many
+    # at peaks; PostgreSQL's max_connections bounds processes x 3 x db_pool_size.
+    db_pool_size: int = 10
     lease_seconds: float = 30.0               # a claimed chunk's lease; renewed by the worker's heartbeat
     poll_interval_s: float = 0.2
 

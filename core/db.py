@@ -13,11 +13,13 @@ On PostgreSQL readers never block writers anyway; the flag only marks intent.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 
-def make_engine(url: str, *, readonly: bool = False) -> Engine:
+def make_engine(url: str, *, readonly: bool = False, pool_size: int = 10) -> Engine:
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
 
@@ -38,7 +40,18 @@ def make_engine(url: str, *, readonly: bool = False) -> Engine:
             conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    return create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=2 * pool_size)
+
+
+@lru_cache
+def shared_engine(url: str, pool_size: int = 10) -> Engine:
+    """One engine per process and URL, for roles that run several services in one process.
+
+    A worker process with 16 echo ranks would otherwise open 16 pools of up to
+    30 connections each, and 64 ranks exhaust PostgreSQL's default 100
+    connections; one pool lets the ranks share a bounded number.
+    """
+    return make_engine(url, pool_size=pool_size)
 
 
 def is_sqlite(engine: Engine) -> bool:

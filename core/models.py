@@ -187,3 +187,24 @@ class Lease(Base):
 Index("ix_chunks_status_model", Chunk.status, Chunk.model)
 Index("ix_chunks_seq", Chunk.seq)
 Index("ix_planning_rounds_model_id", PlanningRound.model, PlanningRound.id)   # a model's latest round (0008)
+
+
+class BatchCount(Base):
+    """Running request_counts and usage of a batch, one row per writer (migration 0010).
+
+    A status poll sums a few rows instead of aggregating a million request
+    rows (250 ms at 100,000 on PostgreSQL, seconds at 1,000,000). Each
+    writer (a worker rank, or the scheduler) adds to its own row in the
+    transaction that finishes the requests, so counts are exact and writers
+    never contend on one hot row. core/counts.py writes and reads them.
+    """
+
+    __tablename__ = "batch_counts"
+
+    batch_id: Mapped[str] = mapped_column(ForeignKey("batches.id", ondelete="CASCADE"), primary_key=True)
+    writer: Mapped[str] = mapped_column(String(128), primary_key=True)
+    completed: Mapped[int] = mapped_column(BigInteger, default=0)
+    failed: Mapped[int] = mapped_column(BigInteger, default=0)          # failed, cancelled or expired
+    prompt_tokens: Mapped[int] = mapped_column(BigInteger, default=0)   # of completed requests
+    cached_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    completion_tokens: Mapped[int] = mapped_column(BigInteger, default=0)

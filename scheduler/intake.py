@@ -26,6 +26,7 @@ import orjson
 from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from core import counts
 from core.config import Settings
 from core.models import Batch, File, Request
 from core.storage import FileStore
@@ -151,8 +152,14 @@ def tokenize_queued(sessions: sessionmaker[Session], store: FileStore, models: d
                     status="pending", prompt_ids=bindparam("ids"), prompt_tokens=bindparam("n"),
                     max_tokens=bindparam("mt")), ready)
             if failed:
-                s.connection().execute(update(Request).where(still).values(
-                    status="failed", error=bindparam("err"), finished_at=time.time()), failed)
+                won = dict(s.execute(select(Request.id, Request.batch_id).where(
+                    Request.id.in_([f["rid"] for f in failed]), Request.status == "queued")
+                    .order_by(Request.id).with_for_update()).all())
+                failed = [f for f in failed if f["rid"] in won]
+                if failed:
+                    s.connection().execute(update(Request).where(still).values(
+                        status="failed", error=bindparam("err"), finished_at=time.time()), failed)
+                    counts.add(s, "scheduler", [(won[f["rid"]], "failed", 0, 0, 0) for f in failed])
         done += len(rows)
     return done
 

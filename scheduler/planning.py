@@ -14,6 +14,15 @@ dissolved, their requests join the new ones, and the policy orders the union
 into pieces, one per data-parallel rank (or for any rank). Claimed chunks are
 never touched.
 
+Large backlogs are planned incrementally: once the unclaimed backlog plus the
+new work exceeds BLENDSERVE_PLAN_WINDOW requests, a round leaves the planned
+chunks as they are and plans only new work, at most a window of it, in plan
+order after them (urgent and high work ahead of them). A 1,000,000-request
+batch then gets its first chunks in seconds and the rest while they run, and
+no round reads, orders or rewrites more than a window: re-planning the whole
+backlog every round would cost O(backlog) per round, O(n^2) per batch. The
+policy's global order holds within each window.
+
 A round never holds a write transaction while it reads or plans: it reads a
 snapshot (on SQLite through a read-only engine, a WAL snapshot that takes no
 lock; on PostgreSQL plain reads, no FOR UPDATE), runs the policy outside any
@@ -108,9 +117,17 @@ HISTORY = 4096
 
 
 def _history(session: Session, model: str) -> tuple[list[bytes], np.ndarray]:
+    """Completed requests of the model's most recent done chunks: the observed output lengths.
+
+    Read through the chunks (newest first) and ix_requests_chunk: ordering the
+    model's completed requests by finished_at sorted every completed request
+    ever, each round (a million after one large batch).
+    """
+    recent = (select(Chunk.id).where(Chunk.model == model, Chunk.status == "done")
+              .order_by(Chunk.id.desc()).limit(HISTORY))
     rows = session.execute(select(Request.prompt_ids, Request.completion_tokens)
-                           .where(Request.model == model, Request.status == "completed")
-                           .order_by(Request.finished_at.desc()).limit(HISTORY)).all()
+                           .where(Request.chunk_id.in_(recent), Request.status == "completed")
+                           .limit(HISTORY)).all()
     return [r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.float64)
 
 
@@ -185,15 +202,25 @@ _MOVE = (update(Request)
 def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session], settings: Settings,
                 policy: Policy, model: str, now: float) -> int:
     with readers() as s, s.begin():            # one snapshot for everything the round reads
-        unclaimed = s.scalars(select(Chunk.id).where(Chunk.model == model, Chunk.status == "pending")).all()
+        pending_chunks = s.execute(select(Chunk.id, Chunk.size, Chunk.seq)
+                                   .where(Chunk.model == model, Chunk.status == "pending")).all()
+        backlog = sum(c.size for c in pending_chunks)
+        n_new = s.scalar(select(func.count()).select_from(
+            select(Request.id).where(Request.model == model, Request.status == "pending")
+            .limit(settings.plan_window + 1).subquery()))
+        # Incremental: the unclaimed backlog stays as planned; only new work, a window at a time.
+        incremental = backlog + n_new > settings.plan_window
+        unclaimed = [] if incremental else [c.id for c in pending_chunks]
+        front = min((c.seq for c in pending_chunks), default=None) if incremental else None
         cols = [Request.id, Request.status, Batch.created_at, Batch.id, Request.line, Batch.expires_at,
                 Request.max_tokens, Request.chunk_id, Batch.metadata_, Batch.owner] + (
                     [Request.prompt_ids] if policy.needs_prompts else [])
-        rows = s.execute(
-            select(*cols).join(Batch)
-            .where(Request.model == model, Batch.status == "in_progress",
-                   (Request.status == "pending") | ((Request.status == "planned") & Request.chunk_id.in_(unclaimed)))
-            .order_by(Batch.created_at, Batch.id, Request.line)).all()
+        todo = Request.status == "pending"
+        if unclaimed:
+            todo = todo | ((Request.status == "planned") & Request.chunk_id.in_(unclaimed))
+        q = (select(*cols).join(Batch).where(Request.model == model, Batch.status == "in_progress", todo)
+             .order_by(Batch.created_at, Batch.id, Request.line))
+        rows = s.execute(q.limit(settings.plan_window) if incremental else q).all()
         history = _history(s, model) if policy.needs_prompts and rows else None
         workers = live_workers(s, model, settings.lease_seconds, now)
     if not rows:
@@ -213,37 +240,48 @@ def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session],
     t0 = time.time()
     cls = priority.classes([r[8] for r in rows], [r[9] for r in rows], rnd.expires_at, now,
                            settings.urgent_horizon_s, priority.parse_key_priorities(settings.key_priorities))
-    pieces = []
+    pieces, ahead = [], []
     rounds.take_estimate(policy, model)        # drop what a failed round may have left
     for c in np.unique(cls):                   # urgent, then high, normal, low; each ordered by the policy
         idx = np.flatnonzero(cls == c)
         sub = rnd if len(idx) == len(rows) else rnd.take(idx)
-        pieces += [Piece(idx[p.order], p.rank) for p in policy.pieces(sub)]
+        got = [Piece(idx[p.order], p.rank) for p in policy.pieces(sub)]
+        pieces += got
+        ahead += [bool(front is not None and c < priority.CLASS["normal"])] * len(got)
     t_plan = time.time() - t0
     est = rounds.take_estimate(policy, model)
     assert sum(len(p.order) for p in pieces) == len(rows), "a policy must place every request exactly once"
     with sessions.begin() as s:                # the short write: only what is still as it was read
-        still = set(s.scalars(select(Chunk.id).where(Chunk.id.in_(unclaimed), Chunk.status == "pending")))
+        still = set(s.scalars(select(Chunk.id).where(Chunk.id.in_(unclaimed), Chunk.status == "pending"))) \
+            if unclaimed else set()
         if still:
             s.execute(delete(Chunk).where(Chunk.id.in_(still)))
         keep = [old_chunk[i] is None or old_chunk[i] in still for i in range(len(rows))]
-        first = seq = (s.scalar(select(func.max(Chunk.seq))) or 0) + 1
         chunks, parts = [], []
-        for piece in pieces:
+        for piece, first in zip(pieces, ahead):
             order = [int(i) for i in piece.order if keep[i]]
             for start in range(0, len(order), settings.chunk_requests):
-                part = order[start:start + settings.chunk_requests]
-                chunks.append({"model": model, "seq": seq, "rank": piece.rank, "status": "pending",
-                               "size": len(part), "attempts": 0, "created_at": now})
-                parts.append(part)
-                seq += 1
+                chunks.append({"model": model, "rank": piece.rank, "status": "pending", "ahead": first,
+                               "size": len(order[start:start + settings.chunk_requests]), "attempts": 0,
+                               "created_at": now})
+                parts.append(order[start:start + settings.chunk_requests])
+        # Plan order: after every chunk planned so far; urgent and high work of an incremental round
+        # goes ahead of the backlog it leaves in place (seq below the backlog's first).
+        n_ahead = sum(c["ahead"] for c in chunks)
+        after = (s.scalar(select(func.max(Chunk.seq))) or 0) + 1
+        before = (front if front is not None else after) - n_ahead
+        for c in chunks:
+            if c.pop("ahead"):
+                c["seq"], before = before, before + 1
+            else:
+                c["seq"], after = after, after + 1
         if chunks:
-            s.execute(insert(Chunk), chunks)
-            ids = dict(s.execute(select(Chunk.seq, Chunk.id).where(Chunk.seq >= first)).all())
+            ids = s.scalars(insert(Chunk).returning(Chunk.id, sort_by_parameter_order=True), chunks).all()
             s.connection().execute(_MOVE, [
-                {"b_id": int(rnd.ids[i]), "b_old": old_chunk[i], "b_chunk": ids[first + k], "b_pos": pos}
+                {"b_id": int(rnd.ids[i]), "b_old": old_chunk[i], "b_chunk": ids[k], "b_pos": pos}
                 for k, part in enumerate(parts) for pos, i in enumerate(part)])
         rounds.record(s, model, now, time.time() - now, len(rows), est)
-    log.info("planned %d request(s) of %s in %d piece(s): policy %.2fs, round %.2fs; %s", len(rows), model,
-             len(pieces), t_plan, time.time() - now, rounds.describe(est))
+    log.info("planned %d request(s) of %s in %d piece(s)%s: policy %.2fs, round %.2fs; %s", len(rows), model,
+             len(pieces), f", {backlog} left planned" if incremental else "", t_plan, time.time() - now,
+             rounds.describe(est))
     return len(rows)

@@ -1,5 +1,8 @@
 """The status poll (GET /v1/batches/{id}) on prebuilt Core statements: the hottest route of a batch API.
 
+Counts and usage come from the batch's counter rows (core/counts.py), a few
+rows whatever the batch's size; request_counts.total is the batch's total.
+
 Clients poll every second or faster, hundreds at a time. Building an ORM
 query per poll costs several times the database work itself (SQLAlchemy's
 statement construction and coercion), so the two statements are built once
@@ -19,25 +22,18 @@ import time
 from collections import OrderedDict
 from types import SimpleNamespace
 
-from sqlalchemy import bindparam, case, func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from core.jobs import BatchStats
-from core.models import Batch, Request
+from core.counts import FIELDS
+from core.models import Batch, BatchCount
 from server.errors import check_id, not_found
 from server.serialize import batch_obj
 
 _batches = Batch.__table__
 _BATCH = select(_batches).where(_batches.c.id == bindparam("id"))
-_done = Request.status == "completed"
-_STATS = select(
-    func.count(),
-    func.sum(case((_done, 1), else_=0)),
-    func.sum(case((Request.status.in_(("failed", "cancelled", "expired")), 1), else_=0)),
-    func.sum(case((_done, Request.prompt_tokens), else_=0)),
-    func.sum(case((_done, Request.cached_tokens), else_=0)),
-    func.sum(case((_done, Request.completion_tokens), else_=0)),
-).where(Request.batch_id == bindparam("id"))
+_STATS = select(*(func.sum(getattr(BatchCount, f)) for f in FIELDS)).where(BatchCount.batch_id == bindparam("id"))
 
 
 def batch_status(session: Session, owner: str, batch_id: str) -> dict:
@@ -46,7 +42,7 @@ def batch_status(session: Session, owner: str, batch_id: str) -> dict:
     row = conn.execute(_BATCH, {"id": check_id("batch", batch_id)}).mappings().first()
     if row is None or row["owner"] != owner:
         raise not_found("batch", batch_id)
-    stats = BatchStats(*(int(v or 0) for v in conn.execute(_STATS, {"id": batch_id}).one()))
+    stats = BatchStats(0, *(int(v or 0) for v in conn.execute(_STATS, {"id": batch_id}).one()))
     b = SimpleNamespace(**row, metadata_=row["metadata"])
     return batch_obj(b, stats)  # type: ignore[arg-type]
 

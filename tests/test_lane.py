@@ -28,21 +28,22 @@ def test_a_group_starts_at_n_max_or_once_its_oldest_waited_t_max() -> None:
     assert lane.take() == [a, b, c]                # N_max reached: at once
     d = req(lane)
     lane.put(d)
-    t0 = time.monotonic()
-    assert lane.wait_due(timeout=2.0)              # woken by T_max, not by the timeout
-    assert 0.15 < time.monotonic() - t0 < 1.0
-    assert lane.take() == [d]
+    assert 0.1 < lane.due_in() <= 0.2 and lane.take() == []
+    time.sleep(0.21)
+    assert lane.due_in() == 0.0 and lane.take() == [d]
+    assert lane.due_in() is None
     assert a.key < 0 and len({a.key, b.key, c.key, d.key}) == 4
 
 
-def test_t_max_zero_admits_at_once_and_an_arrival_wakes_an_idle_worker() -> None:
-    lane = Lane(max_batch=16, max_wait_s=0.0)
+def test_an_arrival_wakes_an_idle_worker_waiting_on_the_shared_condition() -> None:
+    arrived = threading.Condition()
+    lane = Lane(max_batch=16, max_wait_s=0.0, arrived=arrived)
     r = req(lane)
     threading.Timer(0.1, lane.put, args=(r,)).start()
     t0 = time.monotonic()
-    assert lane.wait_due(timeout=5.0) and time.monotonic() - t0 < 1.0
-    assert lane.take() == [r]
-    assert not lane.wait_due(timeout=0.05)
+    with arrived:
+        assert arrived.wait(5.0)
+    assert time.monotonic() - t0 < 1.0 and lane.due_in() == 0.0 and lane.take() == [r]
 
 
 def test_a_cancelled_request_never_reaches_the_engine() -> None:

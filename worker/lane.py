@@ -21,12 +21,14 @@ from worker.engines.base import GenRequest
 
 
 class Lane:
-    def __init__(self, max_batch: int, max_wait_s: float) -> None:
+    def __init__(self, max_batch: int, max_wait_s: float, arrived: threading.Condition | None = None) -> None:
+        """`arrived` is notified on every arrival: the worker passes the condition its idle loop waits
+        on, so an idle worker wakes for an interactive request as it does for new batch work."""
         self.max_batch, self.max_wait_s = max(1, max_batch), max(0.0, max_wait_s)
         self._waiting: deque[tuple[float, GenRequest]] = deque()
         self._cancelled: set[int] = set()
-        self._lock = threading.Lock()
-        self._arrived = threading.Condition(self._lock)
+        self._arrived = arrived or threading.Condition()     # its lock is re-entrant (an RLock)
+        self._lock = self._arrived
         self._keys = itertools.count(-1, -1)
 
     def new_key(self) -> int:
@@ -46,18 +48,14 @@ class Lane:
             n = min(self.max_batch, len(self._waiting))
             return [self._waiting.popleft()[1] for _ in range(n)]
 
-    def wait_due(self, timeout: float) -> bool:
-        """Block until a group is due (True) or `timeout` passes (False): an idle worker sleeps here."""
-        end = time.monotonic() + timeout
+    def due_in(self) -> float | None:
+        """Seconds until the waiting group is due (0.0: now); None when nothing waits."""
         with self._lock:
-            while True:
-                now = time.monotonic()
-                if self._due(now):
-                    return True
-                if now >= end:
-                    return False
-                wake = end if not self._waiting else min(end, self._waiting[0][0] + self.max_wait_s)
-                self._arrived.wait(max(wake - now, 0.0005))
+            if not self._waiting:
+                return None
+            if len(self._waiting) >= self.max_batch:
+                return 0.0
+            return max(0.0, self._waiting[0][0] + self.max_wait_s - time.monotonic())
 
     def cancel(self, key: int) -> None:
         """The caller went away: a request still waiting here is dropped now; one the engine runs is

@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import random
 import socket
 import threading
 import time
@@ -47,9 +48,10 @@ import numpy as np
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from core import counts
 from core.bodies import model_info
 from core.config import Settings
-from core.db import make_engine, make_sessionmaker
+from core.db import make_sessionmaker, shared_engine
 from core.ids import new_id
 from core.migrate import upgrade
 from core.models import Batch, Request, Worker
@@ -63,6 +65,23 @@ log = logging.getLogger("blendserve.worker")
 
 MAX_ATTEMPTS = 3        # engine tries of one request before it fails alone
 WRITE_TRIES = 5         # result writes, with backoff, before their chunks are handed back
+
+
+IDLE_BACKOFF = 4         # the longest wait between claims that found nothing, in poll intervals
+
+
+def idle_wait(poll_s: float, empty_polls: int) -> float:
+    """Seconds to wait after `empty_polls` claims in a row found no chunk: doubling from the poll
+    interval up to IDLE_BACKOFF of them, with jitter. 64 idle ranks polling every 0.1 s made 640 empty
+    claim transactions a second, which took the CPU the scheduler needed to produce their work; the
+    cap keeps a separate worker process from idling long beside work (siblings in one process are
+    woken at once, see _WORK)."""
+    return poll_s * min(2 ** max(empty_polls - 1, 0), IDLE_BACKOFF) * random.uniform(0.75, 1.0)
+
+
+# Process-wide: a rank that claimed a chunk wakes its idle siblings at once (there may be more), so the
+# back-off above never leaves ranks of a process idle beside work.
+_WORK = threading.Condition()
 
 
 class _LiveBatches:
@@ -119,7 +138,7 @@ class WorkerService:
         BLENDSERVE_WORKER_PORT + r (any free port when that is 0)."""
         self.settings, self.engine = settings, engine
         upgrade(settings.db_url)
-        self.sessions = make_sessionmaker(make_engine(settings.db_url))
+        self.sessions = make_sessionmaker(shared_engine(settings.db_url, settings.db_pool_size))
         self.id = new_id("worker_")
         self.held: dict[int, _Held] = {}
         self.meta: dict[int, tuple[int, str, str]] = {}   # request id -> (chunk id, batch id, endpoint)
@@ -128,7 +147,7 @@ class WorkerService:
         self.lock = threading.Lock()            # guards held/outstanding between the engine and writer threads
         self.results: queue.Queue = queue.Queue()
         self.stop = threading.Event()
-        self.lane = Lane(settings.interactive_max_batch, settings.interactive_max_wait_ms / 1000)
+        self.lane = Lane(settings.interactive_max_batch, settings.interactive_max_wait_ms / 1000, _WORK)
         self.share = Share()
         self.interactive = self._interactive_server(model_path, rank)
         now = time.time()
@@ -163,6 +182,7 @@ class WorkerService:
             self.interactive.start()
         log.info("worker %s serving %s%s", self.id, self.engine.model_name,
                  f"; interactive requests at {self._url()}" if self.interactive else "")
+        idle = 0
         while not self.stop.is_set():
             try:
                 busy = self._serve_stream()
@@ -175,14 +195,25 @@ class WorkerService:
             except Exception:
                 log.exception("running suspect requests failed")
                 self._give_back_all()
+            idle = 0 if busy else idle + 1
             if not busy:
-                self.lane.wait_due(self.settings.poll_interval_s)
+                self._idle(idle_wait(self.settings.poll_interval_s, idle))
         if self.interactive is not None:
             self.interactive.close()
         self._shut_down()
         self.results.put(None)              # the writer stops once the queue is drained
         writer.join()
         log.info("worker %s stopped; unfinished work handed back", self.id)
+
+    def _idle(self, seconds: float) -> None:
+        """Wait up to `seconds`, less if this process claimed work meanwhile, an interactive request
+        arrived or its group falls due (the lane shares _WORK), or the worker is stopping."""
+        deadline = time.monotonic() + seconds
+        with _WORK:
+            while not self.stop.is_set() and (left := deadline - time.monotonic()) > 0:
+                due = self.lane.due_in()
+                if due == 0.0 or _WORK.wait(min(left, 0.1, due if due is not None else left)):
+                    return
 
     # -- the engine stream -------------------------------------------------------------------
 
@@ -209,6 +240,8 @@ class WorkerService:
                 cid = claims.claim(self.sessions, self.id, self.engine.model_name, self.settings.lease_seconds)
                 if cid is None:
                     return
+                with _WORK:
+                    _WORK.notify_all()
                 held = self.held[cid] = _Held()
                 with self.sessions() as s:
                     rows = s.execute(select(Request.id, Request.batch_id, Request.body, Request.prompt_ids,
@@ -374,7 +407,7 @@ class WorkerService:
             try:
                 at = time.time()
                 with self.sessions.begin() as s:
-                    s.connection().execute(_RESULT, [{**row, "b_at": at} for row in rows])
+                    self._store_once(s, rows, at)
                 return True
             except Exception:
                 log.warning("writing %d result(s) failed (try %d of %d)", len(rows), attempt + 1, WRITE_TRIES,
@@ -382,6 +415,20 @@ class WorkerService:
                 time.sleep(min(0.2 * 2 ** attempt, 5.0))
         log.error("gave up writing %d result(s); their chunks go back to pending", len(rows))
         return False
+
+    def _store_once(self, s: Session, rows: list[dict[str, Any]], at: float) -> None:
+        """One transaction: lock the rows still `planned` (the others have a result already: a re-run
+        chunk or a lost lease), write their results and add them to the batches' counters."""
+        won = {r.id: r for r in s.execute(select(Request.id, Request.batch_id, Request.prompt_tokens)
+                                          .where(Request.id.in_([row["b_id"] for row in rows]),
+                                                 Request.status == "planned")
+                                          .order_by(Request.id).with_for_update())}
+        rows = [row for row in rows if row["b_id"] in won]
+        if not rows:
+            return
+        s.connection().execute(_RESULT, [{**row, "b_at": at} for row in rows])
+        counts.add(s, self.id, [(won[row["b_id"]].batch_id, row["b_status"], won[row["b_id"]].prompt_tokens,
+                                 row["b_cached"], row["b_out"]) for row in rows])
 
     # -- chunks ------------------------------------------------------------------------------------
 
