@@ -10,7 +10,9 @@ from tests.live import chat_lines, jsonl, read_lines, run_batch, wait_batch
 
 
 def test_three_workers_one_killed(make_deployment, backend):
-    d = make_deployment(BLENDSERVE_CHUNK_REQUESTS="3", BLENDSERVE_PLANNER="blendserve")
+    # Four running sequences a worker: it holds two chunks at a time, so one worker cannot pull the
+    # whole plan into its engine before the others' next claim (idle ranks back off between claims).
+    d = make_deployment(BLENDSERVE_CHUNK_REQUESTS="3", BLENDSERVE_PLANNER="blendserve", BLENDSERVE_CPU_MAX_BATCH="4")
     d.start("api")
     d.start("scheduler")
     for i in range(3):
