@@ -103,3 +103,22 @@ def test_batch_prefill_is_held_to_a_few_tokens_a_step_while_interactive_work_is_
 
     assert max(prefill_per_step(False)) > cpu_engine.RUSH_PREFILL_TOKENS
     assert max(prefill_per_step(True)) <= cpu_engine.RUSH_PREFILL_TOKENS
+
+
+def test_a_step_carries_few_batch_sequences_while_interactive_work_runs(tiny_model: Path, monkeypatch) -> None:
+    """Twelve batch sequences running; while an interactive one runs, each step carries at most the rush
+    cap of them (the others wait with their blocks), and every output still equals running alone."""
+    from worker.engines.cpu import engine as cpu_engine
+
+    monkeypatch.setattr(cpu_engine, "RUSH_BATCH_SEQS", 4)
+    e = engine(tiny_model, max_running=16, step_tokens=512)
+    e.step_log = []
+    batch = [GenRequest(i, prompt(i, 8), SamplingParams(max_tokens=12, temperature=0.0)) for i in range(12)]
+    hot = GenRequest(-1, prompt(77, 8), SamplingParams(max_tokens=6, temperature=0.0))
+    polls = iter([[], [], [hot]])
+    results = {r.key: r for r in e.generate(batch, urgent=lambda: next(polls, []))}
+    with_hot = [s for s in e.step_log if any(c.seq.key == -1 for c in s.chunks)]
+    assert with_hot and all(sum(c.seq.key >= 0 for c in s.chunks) <= 4 for s in with_hot)
+    assert max(sum(c.seq.key >= 0 for c in s.chunks) for s in e.step_log[:2]) == 12
+    for r in [*batch, hot]:
+        assert results[r.key].output_ids == alone(tiny_model, r)

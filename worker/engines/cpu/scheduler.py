@@ -27,7 +27,9 @@ Shaped after vLLM V1's scheduler (there is no separate prefill or decode phase):
   preempted while a batch sequence is left. While one of them still
   prefills, batch sequences only decode (no batch prefill chunk, no batch
   admission): that step stays short, which is the interactive request's
-  time to first token.
+  time to first token. While interactive work is about, the engine also caps
+  what a step carries of batch work (``batch_cap`` sequences, oldest first,
+  ``prefill_cap`` prefill tokens): the others keep their blocks and wait.
 * With speculative decoding (``speculative.py``), a decoding sequence's chunk
   grows by a draft after every running sequence has its own chunk, from what
   is left of the token budget and the free blocks (a draft never preempts);
@@ -109,6 +111,7 @@ class Scheduler:
         self.running: list[Sequence] = []
         self.waiting: deque[Sequence] = deque()   # preempted ones first, then at most one pulled
         self.prefill_cap: int | None = None       # batch prefill tokens a step may carry; None: the budget
+        self.batch_cap: int | None = None         # batch sequences a step may carry; None: all running
         self.preemptions = 0
 
     def has_work(self) -> bool:
@@ -134,16 +137,19 @@ class Scheduler:
         # interactive work is about (``prefill_cap``, set by the engine), else the whole budget.
         rushing = any(s.urgent and s.computed < s.prompt_len for s in self.running)
         prefill_left = 0 if rushing else budget if self.prefill_cap is None else self.prefill_cap
+        batch_left = len(self.running) if self.batch_cap is None else self.batch_cap
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
             n = min(len(seq.tokens) - seq.computed, budget)
-            if not seq.urgent and n > 1:
-                if prefill_left <= 0:
-                    i += 1                                    # batch prefill waits for interactive work
+            if not seq.urgent:
+                if batch_left <= 0 or (n > 1 and prefill_left <= 0):
+                    i += 1                                    # batch work waits for interactive work
                     continue
-                n = min(n, prefill_left)
-                prefill_left -= n
+                batch_left -= 1
+                if n > 1:
+                    n = min(n, prefill_left)
+                    prefill_left -= n
             need = self.blocks.blocks_for(seq.computed + n) - len(seq.block_table)
             while need > self.blocks.free_blocks:
                 victim = self.running.pop()
