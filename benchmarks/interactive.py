@@ -178,8 +178,8 @@ def plot(sweep: list[dict], out: Path, rate: float) -> None:
     ax2 = ax.twinx()
     ax2.plot(xs, [p["batch_tokens_per_s"] for p in sweep], "^--", color="gray", label="batch tokens/s")
     ax2.set_ylabel("batch tokens/s")
-    fig.legend(loc="upper left", fontsize=8)
-    ax.set_title(f"N_max / T_max at {rate:g} chats/s beside a running batch")
+    fig.legend(loc="center right", bbox_to_anchor=(0.85, 0.5), fontsize=8)
+    ax.set_title(f"N_max / T_max at {rate:g} chats/s beside a running batch", fontsize=10)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
