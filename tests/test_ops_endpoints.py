@@ -65,9 +65,11 @@ def test_ready_says_why_not(make_deployment):
 def test_worker_load_and_planning_rounds(make_deployment):
     """Figures of the worker and scheduler processes reach the API's scrape: the engine's running sequences and
     KV use (pushed with each heartbeat) and every planning round; each role logs its part of the batch."""
-    d = make_deployment().start_all()
+    # Eight running sequences and long answers: the batch runs for several heartbeats (one a second), so
+    # at least one of them sees it busy even on a fast, quiet machine.
+    d = make_deployment(BLENDSERVE_CPU_MAX_BATCH="8").start_all()
     c = d.client()
-    f = c.files.create(file=("in.jsonl", jsonl(chat_lines(60, TINY, max_tokens=64))), purpose="batch")
+    f = c.files.create(file=("in.jsonl", jsonl(chat_lines(60, TINY, max_tokens=400))), purpose="batch")
     b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
     busy = {"blendserve_worker_running_sequences": 0.0, "blendserve_worker_kv_used_tokens": 0.0}
     while c.batches.retrieve(b.id).status not in TERMINAL:
