@@ -7,20 +7,22 @@ benchmarks/prefix_mix.py's lines: `fewshot` (exam questions behind a few
 system prompts, medium replies). For each:
 
 * predicted: `blendserve estimate FILE --model SmolLM2 --gpu cpu` (the same
-  functions the command runs, in this process), the blendserve order's
-  expected time, which is the order the service plans. Outputs are assumed
-  `--output-tokens` (256) capped by max_tokens, as the command does; the
-  prediction is repeated with the mean output length the run actually
-  produced, to tell the length guess from the performance model.
+  functions the command runs, in this process, before the service starts):
+  the blendserve order's expected time, which is the order the service plans,
+  with output lengths from the command's default sample (16 requests of the
+  file run on the CPU engine, the rest estimated per prefix subtree). Beside
+  it: the prediction with lengths assumed (`--sample 0`: `--output-tokens`
+  capped by max_tokens) and with the run's true mean output length, which
+  tell the length estimate's error from the performance model's.
 * actual: the file through a real deployment (API, scheduler, one CPU worker
   with SmolLM2, SQLite; benchmarks/harness.py), create -> completed, and the
-  run phase alone (first claim -> last result), which is what the estimate
-  models (it has no validation, planning or finalizing).
+  run phase alone (first claim -> last result).
 
-`--measure` measures the CPU engine's own effective rates on this machine
-(`measure_cpu`: a synthetic prefill and a synthetic decode, not the files judged
-here), prints that profile, and predicts with it too (column `measured`);
-the stored `cpu` profile (scheduler/planner/perf.py) comes from such a run.
+`--measure` measures the CPU engine's own rates on this machine (`measure_cpu`:
+synthetic decodes, prefills and prefix-cached chunks, never the files judged
+here), prints that profile, and predicts with it too (column `measured`); the
+stored `cpu` profile (scheduler/planner/perf.py) is such a measurement, taken
+on the CI machine: on another CPU, measure and store yours.
 
     PYTHONPATH=. .venv/bin/python benchmarks/estimate_error.py --measure            # the figure run
     PYTHONPATH=. .venv/bin/python benchmarks/estimate_error.py --smoke              # 8 tiny requests, one shape
@@ -29,14 +31,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 from benchmarks.harness import run_service
 from benchmarks.prefix_mix import workload
 from core.config import SMOLLM2, Settings
 from core.served import model_paths
+from scheduler.planner.perf import HardwareProfile
 from tests.live import jsonl
 
 SHAPES = {
@@ -48,42 +54,86 @@ SHAPES = {
 REQUESTS = {"fewshot": 150, "longgen": 60, "chat": 120}   # about 1-3 minutes each on a quiet 2-core machine
 
 
-def measure_cpu(model_dir: Path) -> tuple[float, float]:
-    """The CPU engine's own effective rates on this machine, from synthetic prompts (not the files
-    judged below): FLOP/s from a pure prefill (8 random 512-token prompts, one output token each:
-    2 P FLOP a token) and bytes/s from decoding one sequence (each step reads the weights, counted as
-    the profile counts them, 2 P bytes). A matmul's peak and a memcpy's (the first design of this
-    measurement) overstate what the engine reaches by about 2x: attention, sampling and the step's
-    Python are in these figures, as they are in a real run."""
+def measure_cpu(model_dir: Path) -> HardwareProfile:
+    """The CPU engine's own rates on this machine, from synthetic prompts (never the files judged
+    below), as a hardware profile for the simulator's step (sequential, weight reads folded into o):
+    o + n s + k g + (dense FLOPs + prefill attention FLOPs) / F + KV / B, for n decoding sequences and
+    k prefill chunks after a cached prefix. Each figure is the difference of two runs (41 and 9 output
+    tokens for decodes), so prefill and start-up cancel:
+
+    * decode steps of n = 1, 4, 16, 64 short sequences (16-token prompts): a line through them gives
+      s, one more decoding sequence (2 P FLOP, its sampling and its attention call), and o, the step
+      (Python, dispatch and the weight reads, which a CPU's GEMMs do not hide);
+    * prefill steps of 1024 fresh tokens (8 x 512), less o: F;
+    * prefill steps of 16 chunks of 64 tokens behind a cached 896-token prefix: g, what a chunk costs
+      beyond its FLOPs (gathering the prefix's K/V from the block pool);
+    * decode steps of 8 sequences over 1024 cached tokens each, beyond a short decode of 8: B.
+
+    A matmul's peak and a memcpy's (the first design of this measurement) overstate what the engine
+    reaches by 2x and more: attention, sampling and the step's Python are in these figures, as in a run.
+    """
     import random
 
-    from scheduler.planner.perf import ModelProfile
+    from scheduler.planner.perf import HARDWARE, ModelProfile
     from worker.engines.base import GenRequest, SamplingParams
     from worker.engines.cpu import CpuEngine
 
     model = ModelProfile.from_config(model_dir)
     engine = CpuEngine(model_dir, SMOLLM2)
     rng = random.Random(0)
-    prompts = [[rng.randrange(1000, 20000) for _ in range(512)] for _ in range(8)]
-    one = SamplingParams(max_tokens=1, temperature=0.0)
-    list(engine.generate([GenRequest(100, prompts[0][:64], one)]))              # warm-up
-    t0 = time.perf_counter()
-    list(engine.generate([GenRequest(i, p, one) for i, p in enumerate(prompts)]))
-    flops = 2.0 * model.params * sum(map(len, prompts)) / (time.perf_counter() - t0)
     no_eos = tuple((t, -100.0) for t in sorted(engine.eos))
-    decode = SamplingParams(max_tokens=65, temperature=0.0, logit_bias=no_eos)
-    t0 = time.perf_counter()
-    list(engine.generate([GenRequest(200, [rng.randrange(1000, 20000) for _ in range(16)], decode)]))
-    step = (time.perf_counter() - t0) / 65
-    return flops, model.weight_bytes() / step
+    keys = iter(range(10**9))
+    attention = 4.0 * model.q_dim * model.layers           # FLOPs per (query token x context token)
+
+    def prompt(n: int) -> list[int]:
+        return [rng.randrange(1000, 20000) for _ in range(n)]
+
+    def timed(prompts: list[list[int]], out: int) -> float:
+        params = SamplingParams(max_tokens=out, temperature=0.0, logit_bias=no_eos)
+        t0 = time.perf_counter()
+        list(engine.generate([GenRequest(next(keys), p, params) for p in prompts]))
+        return time.perf_counter() - t0
+
+    def decode_step(prompts: list[list[int]]) -> float:
+        timed(prompts, 1)                                   # warm the prefix cache: both runs below hit it
+        return (timed(prompts, 41) - timed(prompts, 9)) / 32
+
+    timed([prompt(64)], 2)                                  # warm-up
+    sizes = (1, 4, 16, 64)
+    steps = [decode_step([prompt(16) for _ in range(n)]) for n in sizes]
+    per_seq, step_o = (float(x) for x in np.polyfit(sizes, steps, 1))
+    step_o = max(step_o, 0.0)
+    prefill = timed([prompt(512) for _ in range(8)], 1) / 4  # 4 steps of two fresh 512-token chunks
+    flops = (2.0 * model.params * 1024 + 2 * attention * 512 * 256) / max(prefill - step_o, 1e-9)
+    token_s = 2.0 * model.params / flops
+    prefix = prompt(896)
+    timed([prefix + prompt(8)], 1)                          # cache the prefix
+    behind = timed([prefix + prompt(64) for _ in range(64)], 1) / 4   # 4 steps of 16 chunks from position 896
+    chunk_o = (behind - step_o - 1024 * token_s - 16 * attention * 64 * (896 + 32) / flops) / 16
+    long8 = decode_step([prompt(1024) for _ in range(8)])
+    kv_bytes = 8 * (1024 + 25) * model.kv_bytes_per_token   # the profile counts bf16 K/V, as the planner does
+    bandwidth = kv_bytes / max(long8 - (step_o + 8 * per_seq), 1e-9)
+    print(json.dumps({"decode_step_s": dict(zip(sizes, steps)), "prefill_step_s": prefill,
+                      "behind_prefix_step_s": behind, "long8_step_s": long8}), flush=True)
+    return HardwareProfile("measured", flops, bandwidth, HARDWARE["cpu"].memory_bytes, weight_bandwidth=math.inf,
+                           step_overhead=step_o, seq_overhead=max(0.0, per_seq - token_s),
+                           chunk_overhead=max(0.0, chunk_o), prefill_attention=True)
 
 
-def predict(path: Path, model_dir: Path, gpu: str, output_tokens: float) -> float:
-    from blendserve.estimate import estimate, load
+def _profile(hw: HardwareProfile) -> dict:
+    return {k: f"{getattr(hw, k):.3g}" for k in ("flops", "bandwidth", "step_overhead", "seq_overhead", "chunk_overhead")}
 
-    w, errors = load(path, "/v1/chat/completions", SMOLLM2, model_dir)
+
+def predict(path: Path, model_dir: Path, output_tokens: float | None, hw: HardwareProfile | None = None) -> float:
+    """`blendserve estimate --gpu cpu`'s blendserve time: with output lengths from its default sample run
+    (``output_tokens`` None) or assumed ``output_tokens``; ``hw`` in place of the stored profile."""
+    from blendserve.estimate import CPU_SAMPLE, estimate, load, sampled_lengths
+
+    w, bodies, errors = load(path, "/v1/chat/completions", SMOLLM2, model_dir)
     assert not errors, errors[:3]
-    return estimate(w, model_dir, gpu, 1, output_tokens, "sequential")["policies"]["blendserve"]["expected"]["seconds"]
+    lengths = sampled_lengths(w, bodies, model_dir, SMOLLM2, CPU_SAMPLE) if output_tokens is None else None
+    e = estimate(w, model_dir, "cpu", 1, output_tokens or 0.0, "sequential", hw, lengths)
+    return e["policies"]["blendserve"]["expected"]["seconds"]
 
 
 def error(predicted: float, actual: float) -> float:
@@ -95,12 +145,12 @@ def main() -> None:
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--requests", type=int, help="requests per file (default: per shape, 60-150)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--output-tokens", type=float, default=256.0, help="as `blendserve estimate` (default 256)")
+    ap.add_argument("--output-tokens", type=float, default=256.0,
+                    help="the assumed length of the no-sample column, as `blendserve estimate --sample 0` (default 256)")
     ap.add_argument("--measure", action="store_true", help="re-measure this CPU and predict with that profile too")
     ap.add_argument("--smoke", action="store_true", help="8 short requests of one shape: checks the wiring only")
     args = ap.parse_args()
     from scheduler.planner import HARDWARE
-    from scheduler.planner.perf import HardwareProfile
 
     model_dir = model_paths(Settings())[SMOLLM2]
     models = f"{SMOLLM2}={model_dir}"
@@ -108,11 +158,9 @@ def main() -> None:
     if args.smoke:
         shapes, SHAPES["chat"] = ["chat"], dict(exams=0.0, long=0.0, chat_tokens=8)
     if args.measure:
-        flops, bandwidth = measure_cpu(model_dir)
-        HARDWARE["measured"] = HardwareProfile("measured", flops, bandwidth, HARDWARE["cpu"].memory_bytes)
-        print(json.dumps({"measured_profile": {"flops": f"{flops:.3g}", "bandwidth": f"{bandwidth:.3g}"},
-                          "stored_cpu_profile": {"flops": f"{HARDWARE['cpu'].flops:.3g}",
-                                                 "bandwidth": f"{HARDWARE['cpu'].bandwidth:.3g}"}}), flush=True)
+        measured = measure_cpu(model_dir)
+        print(json.dumps({"measured_profile": _profile(measured), "stored_cpu_profile": _profile(HARDWARE["cpu"])}),
+              flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="bs-estimate-"))
     results = []
     for shape in shapes:
@@ -120,7 +168,8 @@ def main() -> None:
         rows = workload(n, args.seed, model=SMOLLM2, **SHAPES[shape])
         path = tmp / f"{shape}.jsonl"
         path.write_bytes(jsonl(rows))
-        predicted = predict(path, model_dir, "cpu", args.output_tokens)
+        predicted = predict(path, model_dir, None)                 # what `blendserve estimate --gpu cpu` prints
+        assumed = predict(path, model_dir, args.output_tokens)     # ... with --sample 0
         r = run_service(rows, models)
         mean_out = (r.tokens - r.prompt) / n
         one = {"shape": shape, "requests": n, "prompt_tokens": r.prompt, "mean_output_tokens": round(mean_out, 1),
@@ -128,11 +177,12 @@ def main() -> None:
                "predicted_s": round(predicted, 1), "actual_whole_s": round(r.whole_s, 1),
                "actual_run_s": round(r.run_s, 1),
                "error_whole": error(predicted, r.whole_s), "error_run": error(predicted, r.run_s)}
-        with_lengths = predict(path, model_dir, "cpu", max(mean_out, 1.0))
-        one.update(predicted_with_actual_lengths_s=round(with_lengths, 1),
+        with_lengths = predict(path, model_dir, max(mean_out, 1.0))
+        one.update(predicted_assumed_lengths_s=round(assumed, 1), error_whole_assumed_lengths=error(assumed, r.whole_s),
+                   predicted_with_actual_lengths_s=round(with_lengths, 1),
                    error_whole_with_actual_lengths=error(with_lengths, r.whole_s))
         if args.measure:
-            m = predict(path, model_dir, "measured", max(mean_out, 1.0))
+            m = predict(path, model_dir, max(mean_out, 1.0), measured)
             one.update(predicted_measured_s=round(m, 1), error_whole_measured=error(m, r.whole_s))
         results.append(one)
         print(json.dumps(one), flush=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 POLICIES = ("fcfs", "dfs", "blendserve")
+CPU_SAMPLE = 16     # a 1% sample of a small file is one request; 16 cost seconds on a CPU
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,7 +33,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", default="h200", help=f"hardware profile: {', '.join(HARDWARE)}")
     p.add_argument("--gpus", type=int, default=1, help="data-parallel ranks (one per GPU)")
     p.add_argument("--output-tokens", type=float, default=256.0,
-                   help="assumed mean output length per request, capped by its max_tokens (default 256)")
+                   help="assumed mean output length per request, capped by its max_tokens (default 256), "
+                        "where no sample is run")
+    p.add_argument("--sample", type=int, default=None,
+                   help="requests to run on this machine's CPU engine to learn output lengths "
+                        f"(default {CPU_SAMPLE} with --gpu cpu, else 0: --output-tokens)")
     p.add_argument("--overlap", default="sequential", choices=("sequential", "nanoflow"),
                    help="engine overlap model: sequential for vLLM/SGLang (default), nanoflow for NanoFlow")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -56,7 +61,7 @@ def _model(spec: str | None) -> tuple[str, Path]:
 
 
 def load(file: Path, endpoint: str, name: str, path: Path):
-    """The file's requests as a planner Workload (prompt ids, max_tokens), or the line errors."""
+    """The file's requests as a planner Workload (prompt ids, max_tokens) and their bodies, or the line errors."""
     from scheduler.planner import Workload
     from core.bodies import model_info
     from scheduler.validation import LineError, context_error, tokenize, validate
@@ -75,24 +80,73 @@ def load(file: Path, endpoint: str, name: str, path: Path):
                 r.prompt_ids = ids
         errors = [e for e in (context_error(r, info) for r in valid) if e]
     if errors:
-        return None, errors
+        return None, [], errors
     lens = np.array([len(r.prompt_ids) for r in valid], dtype=np.int64)
     return Workload(np.concatenate([np.asarray(r.prompt_ids, dtype=np.int32) for r in valid]),
-                    np.concatenate([[0], np.cumsum(lens)]), np.array([r.max_tokens for r in valid])), []
+                    np.concatenate([[0], np.cumsum(lens)]), np.array([r.max_tokens for r in valid])), \
+        [r.body for r in valid], []
 
 
-def estimate(w, model_path: Path, gpu: str, gpus: int, output_tokens: float, overlap: str) -> dict:
-    from scheduler.planner import HARDWARE, ModelProfile, Workload
+def sampled_lengths(w, bodies: list[dict], model_path: Path, name: str, count: int, seed: int = 0) -> np.ndarray:
+    """Every request's output length: observed for a warm-up sample run on the CPU engine, the planner's
+    per-subtree estimate for the rest. Each request runs with its own sampling parameters."""
+    from scheduler.planner import PrefixTree, estimate_output_lengths, warmup_sample
+    from worker.engines.base import GenRequest
+    from worker.engines.cpu import CpuEngine
+    from worker.responses import sampling_params
+
+    tree = PrefixTree.build(w)
+    sample = warmup_sample(w, min(1.0, count / w.n), seed=seed, tree=tree)
+    engine = CpuEngine(model_path, name)
+    requests = [GenRequest(int(i), w.tokens[w.offsets[i]:w.offsets[i + 1]].tolist(), sampling_params(bodies[i], int(w.max_tokens[i])))
+                for i in sample]
+    got = {r.key: len(r.output_ids) for r in engine.generate(requests)}
+    observed = np.array([got[int(i)] for i in sample], dtype=np.float64)
+    return estimate_output_lengths(w, sample, observed, float(observed.mean()), tree=tree)
+
+
+def engine_config(gpu: str, model, overlap: str):
+    """The simulated engine: a GPU engine's defaults, or for ``cpu`` the CPU engine's own knobs
+    (worker/engines/cpu/engine.py and its BLENDSERVE_CPU_* variables: step budget, running cap, KV pool
+    in its dtype on this machine). The ``cpu`` profile's rates are measured on that engine, so no
+    kernel efficiency is applied on top of them."""
     from scheduler.simulator.engine import EngineConfig
+
+    if gpu != "cpu":
+        return EngineConfig(overlap=overlap)
+    import os
+
+    from worker.engines.cpu import engine as cpu
+    from worker.engines.cpu.model import default_dtype
+
+    def env(name: str, default: float) -> float:
+        return float(os.environ.get(name) or default)
+
+    kv_bytes = model.kv_bytes_per_token * default_dtype().itemsize / 2    # the profile counts bf16 K/V
+    block = int(env("BLENDSERVE_CPU_BLOCK_SIZE", cpu.DEFAULT_BLOCK_SIZE))
+    pool = int(env("BLENDSERVE_CPU_KV_GB", cpu.DEFAULT_KV_GB) * 2**30 // kv_bytes) // block * block
+    step = int(env("BLENDSERVE_CPU_MAX_BATCHED_TOKENS", cpu.DEFAULT_STEP_TOKENS))
+    return EngineConfig(step_tokens=step, max_running=min(step, int(env("BLENDSERVE_CPU_MAX_BATCH", cpu.DEFAULT_MAX_RUNNING))),
+                        kv_capacity_tokens=pool, efficiency=1.0, overlap=overlap)
+
+
+def estimate(w, model_path: Path, gpu: str, gpus: int, output_tokens: float, overlap: str, hw=None,
+             lengths: np.ndarray | None = None) -> dict:
+    """``hw``, when given, replaces the stored profile of ``gpu`` (a re-measured one, say); ``lengths``,
+    when given, are the expected output lengths (sampled_lengths) in place of ``output_tokens``."""
+    from scheduler.planner import HARDWARE, ModelProfile, Workload
     from scheduler.simulator.runner import run_workload
 
-    model, hw = ModelProfile.from_config(model_path), HARDWARE[gpu]
+    model, hw = ModelProfile.from_config(model_path), hw or HARDWARE[gpu]
+    config = engine_config(gpu, model, overlap)
+    expected = np.minimum(w.max_tokens, output_tokens) if lengths is None else np.minimum(w.max_tokens, lengths)
     out: dict = {"requests": int(w.n), "prompt_tokens": int(w.offsets[-1]), "gpu": gpu, "gpus": gpus,
-                 "assumed_output_tokens": output_tokens, "overlap": overlap, "policies": {}}
-    cases = {"expected": np.minimum(w.max_tokens, output_tokens), "all_to_max_tokens": w.max_tokens}
+                 "assumed_output_tokens": round(float(expected.mean()), 1),
+                 "output_tokens_from": "assumed" if lengths is None else "sample", "overlap": overlap, "policies": {}}
+    cases = {"expected": expected, "all_to_max_tokens": w.max_tokens}
     for case, lengths in cases.items():
         lw = Workload(w.tokens, w.offsets, w.max_tokens, lengths.astype(np.float64))
-        run = run_workload("file", lw, model, hw, list(POLICIES), EngineConfig(overlap=overlap), lengths="oracle")
+        run = run_workload("file", lw, model, hw, list(POLICIES), config, lengths="oracle")
         for policy, r in run.runs.items():
             s = r.result.seconds / gpus
             out["policies"].setdefault(policy, {})[case] = {
@@ -110,7 +164,8 @@ def _duration(s: float) -> str:
 
 def _table(e: dict) -> str:
     rows = [f"{e['requests']:,} requests, {e['prompt_tokens']:,} prompt tokens on {e['gpus']} x {e['gpu']} "
-            f"({e['overlap']} overlap); outputs assumed {e['assumed_output_tokens']:.0f} tokens (capped by max_tokens)",
+            f"({e['overlap']} overlap); outputs {e['assumed_output_tokens']:.0f} tokens on average "
+            f"({'from a sample run here' if e['output_tokens_from'] == 'sample' else 'assumed, capped by max_tokens'})",
             f"{'order':<11} {'time':>14} {'tokens/s':>12} {'GPU-hours':>10}   if every request ran to max_tokens"]
     for policy, c in e["policies"].items():
         x, hi = c["expected"], c["all_to_max_tokens"]
@@ -123,16 +178,22 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     from scheduler.planner import HARDWARE
 
-    if args.gpu not in HARDWARE or args.gpus < 1 or args.output_tokens <= 0:
-        print(f"blendserve estimate: --gpu is one of {', '.join(HARDWARE)}; --gpus and --output-tokens > 0",
-              file=sys.stderr)
+    if args.gpu not in HARDWARE or args.gpus < 1 or args.output_tokens <= 0 or (args.sample or 0) < 0:
+        print(f"blendserve estimate: --gpu is one of {', '.join(HARDWARE)}; --gpus and --output-tokens > 0, "
+              "--sample >= 0", file=sys.stderr)
         return 2
     name, path = _model(args.model)
-    w, errors = load(args.file, args.endpoint, name, path)
+    w, bodies, errors = load(args.file, args.endpoint, name, path)
     if errors:
         for e in errors[:20]:
             print(f"line {e.line}: {e.code}: {e.message}", file=sys.stderr)
         return 1
-    e = estimate(w, path, args.gpu, args.gpus, args.output_tokens, args.overlap)
+    count = args.sample if args.sample is not None else CPU_SAMPLE if args.gpu == "cpu" else 0
+    lengths = None
+    if count > 0:
+        print(f"running {min(count, w.n)} requests of the file on the CPU engine to learn output lengths ...",
+              file=sys.stderr, flush=True)
+        lengths = sampled_lengths(w, bodies, path, name, count)
+    e = estimate(w, path, args.gpu, args.gpus, args.output_tokens, args.overlap, lengths=lengths)
     print(json.dumps(e) if args.json else _table(e))
     return 0

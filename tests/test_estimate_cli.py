@@ -41,3 +41,28 @@ def test_estimate_refuses_what_the_service_refuses(tiny_model, tmp_path):
     f.write_text('{"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "x"}}\n')
     r = _estimate(tiny_model, f)
     assert r.returncode == 1 and "line 1: model_not_found" in r.stderr
+
+
+def test_cpu_estimate_learns_output_lengths_from_a_sample_run(tiny_model, tmp_path):
+    """With --gpu cpu the command runs a warm-up sample of the file on the CPU engine: a subtree whose answers
+    stop at once (EOS favoured) and one that runs to max_tokens are told apart, where an assumption cannot."""
+    from core.modelstore import eos_token_ids
+
+    eos = eos_token_ids(tiny_model)[0]
+    short = chat_lines(30, "tiny-llama", max_tokens=40, prefix="Answer with one word. " * 20,
+                       logit_bias={str(eos): 100})
+    long = chat_lines(30, "tiny-llama", max_tokens=30, prefix="Write at length. " * 20)
+    rows = short + long
+    for i, r in enumerate(rows):
+        r["custom_id"] = f"r{i}"
+    f = tmp_path / "in.jsonl"
+    f.write_bytes(jsonl(rows))
+    sampled = _estimate(tiny_model, f, "--gpu", "cpu", "--json")
+    assert sampled.returncode == 0, sampled.stderr
+    e = json.loads(sampled.stdout)
+    assert e["output_tokens_from"] == "sample" and "running 16 requests" in sampled.stderr
+    assert 8 < e["assumed_output_tokens"] < 22          # ~1 token on one half, ~30 on the other
+    assumed = json.loads(_estimate(tiny_model, f, "--gpu", "cpu", "--sample", "0", "--json").stdout)
+    assert assumed["output_tokens_from"] == "assumed" and assumed["assumed_output_tokens"] == 35.0
+    fast, slow = (x["policies"]["blendserve"]["expected"]["seconds"] for x in (e, assumed))
+    assert fast < slow

@@ -19,6 +19,18 @@ class HardwareProfile:
     flops: float          # F, dense bf16 FLOP/s
     bandwidth: float      # B, bytes/s
     memory_bytes: float   # device memory
+    # What DESIGN's roofline leaves out, which a CPU engine pays and a GPU's kernels hide: seconds per
+    # engine step (Python, dispatch), per decoding sequence in a step (sampling, stop checks, its
+    # attention call) and per prefill chunk after a cached prefix (gathering that prefix's K/V), and
+    # prefill's attention FLOPs over each chunk's context. Zero and off for the GPU profiles (the
+    # paper's model); measured for "cpu" (benchmarks/estimate_error.py, measure_cpu).
+    step_overhead: float = 0.0
+    seq_overhead: float = 0.0
+    chunk_overhead: float = 0.0
+    prefill_attention: bool = False
+    # Bandwidth of the per-step weight reads when it differs from the K/V reads' (None: the same).
+    # The CPU profile folds the weight reads into step_overhead and sets inf here.
+    weight_bandwidth: float | None = None
 
 
 @dataclass(frozen=True)
@@ -27,6 +39,7 @@ class ModelProfile:
     params: float         # P
     layers: int           # L
     kv_dim: int           # H_kv = num_kv_heads * head_dim
+    q_dim: int = 0        # num_heads * head_dim: prefill attention FLOPs, where a profile counts them
 
     @property
     def kv_bytes_per_token(self) -> float:
@@ -52,22 +65,26 @@ class ModelProfile:
         mlp = 3 * h * inter
         embed = vocab * h * (1 if c.get("tie_word_embeddings") else 2)
         params = layers * (attn + mlp) + embed
-        return cls(name or c.get("_name_or_path") or p.parent.name, float(params), layers, kv_heads * head_dim)
+        return cls(name or c.get("_name_or_path") or p.parent.name, float(params), layers, kv_heads * head_dim,
+                   heads * head_dim)
 
 
 HARDWARE: dict[str, HardwareProfile] = {
     "a100-80gb": HardwareProfile("a100-80gb", 312e12, 2.039e12, 80e9),
     "h100-sxm": HardwareProfile("h100-sxm", 989e12, 3.35e12, 80e9),
     "h200": HardwareProfile("h200", 989e12, 4.8e12, 141e9),
-    # The 2-core build/CI machine, measured with torch (2048^2 bf16 matmul, 1 GiB tensor copy).
-    "cpu": HardwareProfile("cpu", 7.1e10, 7.5e9, 24e9),
+    # The CPU engine (SmolLM2, float32, one torch thread) on the 2-core AVX2 CI machine, measured by
+    # benchmarks/estimate_error.py's measure_cpu (synthetic decodes, prefills and cached-prefix chunks):
+    # K/V reads through the paged gather run far below DRAM bandwidth; weight reads are inside the step cost.
+    "cpu": HardwareProfile("cpu", 7.46e10, 1.43e9, 24e9, step_overhead=0.0808, seq_overhead=0.00146,
+                           chunk_overhead=0.0447, prefill_attention=True, weight_bandwidth=float("inf")),
 }
 
 MODELS: dict[str, ModelProfile] = {
-    "llama-3.1-8b": ModelProfile("llama-3.1-8b", 8.03e9, 32, 8 * 128),
-    "llama-3.1-70b": ModelProfile("llama-3.1-70b", 70.6e9, 80, 8 * 128),
-    "qwen-2.5-7b": ModelProfile("qwen-2.5-7b", 7.62e9, 28, 4 * 128),
-    "qwen-2.5-72b": ModelProfile("qwen-2.5-72b", 72.7e9, 80, 8 * 128),
+    "llama-3.1-8b": ModelProfile("llama-3.1-8b", 8.03e9, 32, 8 * 128, 4096),
+    "llama-3.1-70b": ModelProfile("llama-3.1-70b", 70.6e9, 80, 8 * 128, 8192),
+    "qwen-2.5-7b": ModelProfile("qwen-2.5-7b", 7.62e9, 28, 4 * 128, 3584),
+    "qwen-2.5-72b": ModelProfile("qwen-2.5-72b", 72.7e9, 80, 8 * 128, 8192),
 }
 
 

@@ -30,7 +30,11 @@ model). Two overlap modes (EngineConfig.overlap; DESIGN.md section 3):
 `nanoflow` (nano-batching hides the KV reads under compute too): a step
 takes max(comp, (W + KV) / B) / efficiency; `sequential` (vLLM, SGLang
 without NanoFlow: only the weight reads overlap the GEMMs, attention runs
-after): max(comp, W / B) + KV / B, over the efficiency. The efficiency is calibrated on the paper's
+after): max(comp, W / B) + KV / B, over the efficiency. A profile's fixed costs
+(step_overhead per step, seq_overhead per decoding sequence, chunk_overhead per
+prefill chunk after a cached prefix) are added as they are: they are measured,
+not peak figures; a profile with prefill_attention counts a chunk's attention
+over its context, 4 c (s + c/2) q_dim L FLOPs for c tokens from position s. The efficiency is calibrated on the paper's
 Table 1, whose roofline estimates of GEMM and attention times were within 6%
 of measured kernels: we take the pessimistic end, 0.94, so a step is never
 faster than the paper's kernels. Since every step scales by the same factor,
@@ -208,10 +212,18 @@ class _Engine:
         self.progress = progress
         # step cost constants
         self.flop_s = 2.0 * model.params / hw.flops                  # seconds per token of compute
-        self.w_s = model.weight_bytes() / hw.bandwidth                 # seconds to read the weights
+        self.w_s = model.weight_bytes() / (hw.weight_bandwidth or hw.bandwidth)   # seconds to read the weights
         self.kv_s = model.kv_bytes_per_token / hw.bandwidth            # seconds per KV token read
         self.eff = config.efficiency
         self.sequential = config.overlap == "sequential"
+        self.step_o, self.seq_o, self.chunk_o = hw.step_overhead, hw.seq_overhead, hw.chunk_overhead
+        self.attn_s = 4.0 * model.q_dim * model.layers / hw.flops if hw.prefill_attention else 0.0
+        self.chunk_costs = bool(self.attn_s or self.chunk_o)
+
+    def _chunk_cost(self, r: _Running, c: int) -> tuple[float, float]:
+        """Seconds of attention, and of fixed cost, of a c-token prefill chunk of r."""
+        start = self.p[r.req] + r.generated0 - r.prefill_left      # the chunk's first position
+        return self.attn_s * c * (start + c / 2.0), self.chunk_o if start > 0 else 0.0
 
     def run(self) -> SimResult:
         cfg, cache = self.cfg, self.cache
@@ -269,10 +281,14 @@ class _Engine:
             budget = cfg.step_tokens - n_dec
             chunk_tokens = 0
             done_prefill: list[_Running] = []
+            attn = chunk_o = 0.0  # prefill attention and per-chunk seconds, for profiles that count them
             for r in prefilling:
                 if budget <= 0:
                     break
                 c = min(r.prefill_left, budget)
+                if self.chunk_costs:
+                    a, o = self._chunk_cost(r, c)
+                    attn, chunk_o = attn + a, chunk_o + o
                 r.prefill_left -= c
                 budget -= c
                 chunk_tokens += c
@@ -308,6 +324,9 @@ class _Engine:
                 priv_prefill += gen
                 prefilling.append(r)
                 c = min(r.prefill_left, budget)
+                if self.chunk_costs:
+                    a, o = self._chunk_cost(r, c)
+                    attn, chunk_o = attn + a, chunk_o + o
                 r.prefill_left -= c
                 budget -= c
                 chunk_tokens += c
@@ -323,7 +342,7 @@ class _Engine:
                 k_finish = finish_heap[0][0] - clock
                 k_mem = (self.cap - used()) // n_dec
                 k = max(1, min(k_finish, k_mem))
-            comp = self.flop_s * (n_dec + chunk_tokens)
+            comp = self.flop_s * (n_dec + chunk_tokens) + attn
             if k == 1:
                 kv = self.kv_s * (kv_a + n_dec * (clock + 1))
                 mem = self.w_s + kv
@@ -336,6 +355,7 @@ class _Engine:
                 else:
                     dur = float(np.maximum(comp, self.w_s + kvs).sum()) / self.eff
                 comp *= k
+            dur += k * (self.step_o + self.seq_o * n_dec) + chunk_o
             t_start.append(now)
             t_dur.append(dur)
             t_comp.append(comp)
