@@ -57,7 +57,9 @@ def main() -> None:
     ap.add_argument("--kv-gib", type=int, default=2)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    preload = str(Path(sys.executable).resolve().parents[1] / "lib" / "libiomp5.so")
+    preload = str(Path(sys.prefix) / "lib" / "libiomp5.so")    # the venv's, as scripts/setup_vllm.sh sets it
+    if not Path(preload).exists():    # without it vLLM's CPU engine still starts, and runs many times slower
+        raise SystemExit(f"{preload} is missing: run with the vLLM venv's python (scripts/setup_vllm.sh)")
     os.environ.pop("LD_PRELOAD", None)
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(args.kv_gib)
     model = model_paths(Settings())[SMOLLM2]

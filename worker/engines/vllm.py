@@ -34,6 +34,16 @@ from worker.engines.base import EngineStats, GenRequest, GenResult
 from worker.engines.speculative import SpecConfig
 
 
+def default_dtype() -> str:
+    """bfloat16 on a GPU and on CPUs that multiply it natively; float32 on the others, where vLLM's CPU
+    backend emulates bfloat16 (on a 2-core AVX2 EPYC run_batch finished no request of 200 in 3 minutes)."""
+    import torch
+
+    from worker.engines.cpu.model import default_dtype as cpu_dtype
+
+    return "bfloat16" if torch.cuda.is_available() or cpu_dtype() == torch.bfloat16 else "float32"
+
+
 @dataclass(frozen=True)
 class VllmOptions:
     """Engine arguments the service sets; every other vLLM argument keeps vLLM's default."""
@@ -42,7 +52,7 @@ class VllmOptions:
     block_size: int = 32
     max_num_batched_tokens: int = 4096
     enforce_eager: bool = True          # CUDA graphs / torch.compile: ~170 s to start on CPU instead of ~36 s
-    dtype: str = "bfloat16"
+    dtype: str = ""                     # "": bfloat16 where the device computes it natively, else float32
     # KV blocks to allocate instead of what VLLM_CPU_KVCACHE_SPACE allows (whole GiB on CPU): a
     # benchmark scales the cache down with its workload, as a real batch is many times a GPU's cache.
     num_blocks: int | None = None
@@ -64,7 +74,7 @@ class VllmOptions:
 
     def engine_args(self, model_path: Path, model_name: str) -> dict:
         """Keyword arguments for vllm.EngineArgs (also the flags the benchmark gives run_batch)."""
-        args = dict(model=str(model_path), served_model_name=[model_name], dtype=self.dtype,
+        args = dict(model=str(model_path), served_model_name=[model_name], dtype=self.dtype or default_dtype(),
                     enable_prefix_caching=True, scheduling_policy="fcfs", block_size=self.block_size,
                     max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
                     enforce_eager=self.enforce_eager, seed=0)
