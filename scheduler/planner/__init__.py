@@ -1,10 +1,11 @@
 """The BlendServe planner: pure Python + numpy, no I/O (DESIGN.md section 3).
 
 plan() turns the pending requests of one model into per-rank admission
-orders; warmup_sample() and estimate_output_lengths() supply the output
-lengths it needs; sharing_ratio() scores any order's prefix reuse.
+orders; warmup_sample() and estimate_output_lengths() (or effective_output_lengths(),
+whose lengths carry the expected KV reads of heavy-tailed subtrees) supply
+the output lengths it needs; sharing_ratio() scores any order's prefix reuse.
 """
-from .estimate import estimate_output_lengths, warmup_sample
+from .estimate import effective_output_lengths, estimate_output_lengths, warmup_sample
 from .perf import HARDWARE, MODELS, HardwareProfile, ModelProfile
 from .plan import POLICIES, Plan, plan
 from .sharing import sharing_ratio
@@ -13,5 +14,5 @@ from .workload import Workload
 
 __all__ = [
     "HARDWARE", "MODELS", "POLICIES", "HardwareProfile", "ModelProfile", "NodeTotals", "Plan", "PrefixTree",
-    "Workload", "estimate_output_lengths", "plan", "sharing_ratio", "warmup_sample",
+    "Workload", "effective_output_lengths", "estimate_output_lengths", "plan", "sharing_ratio", "warmup_sample",
 ]

@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from scheduler.planner import PrefixTree, Workload, estimate_output_lengths, plan, sharing_ratio, warmup_sample
+from scheduler.planner import PrefixTree, Workload, effective_output_lengths, plan, sharing_ratio, warmup_sample
 from scheduler.planner.perf import HardwareProfile, ModelProfile
 from scheduler.simulator.engine import EngineConfig, SimResult, output_lengths, simulate
 from scheduler.simulator.optimum import Optimum, engine_bound, ideal, optimum
@@ -75,12 +75,16 @@ class WorkloadRun:
 
 def _blendserve_estimated(w: Workload, model: ModelProfile, hw: HardwareProfile, kv_bytes: float,
                           step_tokens: int, seed: int) -> tuple[np.ndarray, float]:
-    """Warm-up sample first (its true lengths observed), then BlendServe on estimates for the rest."""
+    """Warm-up sample first (its true lengths observed), then BlendServe on estimates for the rest.
+
+    The estimates are effective lengths (estimate.effective_output_lengths):
+    a subtree's expected KV reads, not its mean length, so that a band
+    hiding a few long generations is planned as the memory it holds.
+    """
     true = output_lengths(w).astype(np.float64)
     tree = PrefixTree.build(w)               # one tree for the sample and the estimates
     sample = warmup_sample(w, WARMUP_FRACTION, seed=seed, tree=tree)
-    prior = float(true[sample].mean()) if len(sample) else float(np.mean(np.minimum(w.max_tokens, 256)))
-    est = estimate_output_lengths(w, sample, true[sample], prior, tree=tree)
+    est = effective_output_lengths(w, sample, true[sample], tree=tree)
     del tree
     p = plan(Workload(w.tokens, w.offsets, w.max_tokens, est), model, hw, "blendserve",
              kv_capacity_bytes=kv_bytes, step_tokens=step_tokens, seed=seed)

@@ -2,7 +2,7 @@
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from scheduler.planner.estimate import estimate_output_lengths, warmup_sample
+from scheduler.planner.estimate import effective_output_lengths, estimate_output_lengths, warmup_sample
 from scheduler.planner.tree import PrefixTree
 from scheduler.planner.workload import Workload
 
@@ -85,3 +85,46 @@ def test_estimates_come_from_the_tree_alone_on_traces_without_a_dataset_marker()
     assert len(loose) > 100 and np.all(est[loose] == np.minimum(prior, w.max_tokens[loose]))
     long = loose[true[loose] > 5000]                          # OpenVid: indistinguishable without a marker
     assert len(long) and np.all(est[long] < 0.1 * true[long])
+
+
+def test_effective_lengths_carry_the_expected_kv_reads_of_a_heavy_tailed_subtree():
+    """Mem is convex in d: a subtree's mean length understates its KV reads; d_eff keeps E[p d + d^2/2]."""
+    w = _families([40, 40], max_tokens=20_000)              # prompt length 4 everywhere
+    fam = w.tokens[w.offsets[:-1]]
+    sampled = np.array([0, 1, 2, 3, 40, 41])
+    observed = np.array([10.0, 10.0, 10.0, 10_000.0, 50.0, 50.0])
+    d = effective_output_lengths(w, sampled, observed)
+    assert d[sampled].tolist() == observed.tolist()          # sampled keep their results
+    heavy = np.setdiff1d(np.flatnonzero(fam == 0), sampled)
+    p, mean, square = 4.0, observed[:4].mean(), np.mean(observed[:4] ** 2)
+    assert np.allclose(p * d[heavy] + d[heavy] ** 2 / 2, p * mean + square / 2)
+    assert np.all(d[heavy] > 1.9 * mean)                     # at the mean (2507.5): a quarter of the KV reads
+    even = np.setdiff1d(np.flatnonzero(fam == 1), sampled)
+    assert np.allclose(d[even], 50.0)                        # constant samples: the mean itself
+    capped = effective_output_lengths(Workload.from_lists([[0, 0, 0, 1000 + i] for i in range(40)] + [[1, 1, 1, 7]],
+                                                          max_tokens=[20_000] * 40 + [100]),
+                                      np.array([0, 1]), np.array([10.0, 10_000.0]))
+    assert capped[40] == 100.0 and capped[5] <= 20_000      # the prior covers family 1, capped by its max_tokens
+    no_sample = effective_output_lengths(w, np.zeros(0, dtype=np.int64), np.zeros(0))
+    assert np.all(no_sample == 256.0)
+
+
+def test_effective_lengths_let_the_planner_see_the_memory_a_few_long_outputs_hide():
+    """Trace 4 (no dataset marker): the 1% sample catches a few of the 0.2% 16K-token generations. With mean
+    lengths the planner took the workload for compute-bound (rho(root) ~10x the truth); with effective lengths
+    its density is within a factor 2 of the truth, so the blend has memory-dense work to balance."""
+    from scheduler.planner import HARDWARE, MODELS, plan
+    from scheduler.simulator import workloads
+
+    model, hw = MODELS["llama-3.1-8b"], HARDWARE["a100-80gb"]
+    w = workloads.generate("trace4", 30_000, seed=2, model=model, hw=hw)
+    true = w.output_len
+    tree = PrefixTree.build(w)
+    sample = warmup_sample(w, 0.01, seed=2, tree=tree)
+    assert (true[sample] > 5000).sum() >= 1
+    mean = estimate_output_lengths(w, sample, true[sample], float(true[sample].mean()), tree=tree)
+    eff = effective_output_lengths(w, sample, true[sample], tree=tree)
+    rho = {name: plan(Workload(w.tokens, w.offsets, w.max_tokens, d), model, hw).stats["rho_root"]
+           for name, d in (("true", true), ("mean", mean), ("eff", eff))}
+    assert rho["mean"] > 4 * rho["true"], rho
+    assert rho["true"] / 2 < rho["eff"] < 2 * rho["true"], rho
