@@ -1,0 +1,169 @@
+"""The worker side of the control plane at cluster scale (issue 14): the results of a process's ranks
+share transactions, each written once; a claim is one transaction with its rows; idle ranks of one
+process share their empty claims; the live-worker list is read once per interval, not per claim."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from sqlalchemy import event, func, select
+
+from core.config import Settings
+from core.db import make_engine, make_sessionmaker
+from core.migrate import upgrade
+from core.models import Batch, BatchCount, Chunk, File, Request, Worker
+from tests.live import pg_schema_url
+from worker import claims, writes
+from worker.service import _Claims
+
+
+@pytest.fixture
+def db(tmp_path, backend):
+    settings = Settings(data_dir=tmp_path, database_url="" if backend == "sqlite" else pg_schema_url())
+    upgrade(settings.db_url)
+    engine = make_engine(settings.db_url)
+    yield engine, make_sessionmaker(engine)
+    engine.dispose()
+
+
+def _batch(sessions, n: int, chunks: int = 1, model: str = "m") -> list[int]:
+    """A running batch of n planned requests in `chunks` pending chunks; their ids in line order."""
+    now = time.time()
+    with sessions.begin() as s:
+        s.add(File(id="file-in", owner="o", filename="in.jsonl", purpose="batch", bytes=0, created_at=int(now)))
+        s.add(Batch(id="batch_x", owner="o", endpoint="/v1/chat/completions", model=model, input_file_id="file-in",
+                    completion_window="24h", status="in_progress", created_at=int(now), in_progress_at=int(now),
+                    expires_at=int(now) + 3600, total=n))
+        cs = [Chunk(model=model, seq=k, status="pending", attempts=0, size=n // chunks, created_at=now)
+              for k in range(chunks)]
+        s.add_all(cs)
+        s.flush()
+        for line in range(n):
+            s.add(Request(batch_id="batch_x", line=line, custom_id=f"c{line}", model=model, body={}, prompt_ids=b"",
+                          prompt_tokens=10, max_tokens=8, status="planned", chunk_id=cs[line % chunks].id,
+                          position=n - line))        # plan order is the reverse of line order
+    with sessions() as s:
+        return list(s.scalars(select(Request.id).order_by(Request.line)))
+
+
+def _worker(sessions, wid: str, model: str = "m") -> None:
+    now = time.time()
+    with sessions.begin() as s:
+        s.add(Worker(id=wid, model=model, engine="echo", host="h", kv_capacity_tokens=1000, pid=1, started_at=now,
+                     heartbeat_at=now))
+
+
+def _row(rid: int, out: int = 5) -> dict:
+    return {"b_id": rid, "b_status": "completed", "b_response": {"ok": rid}, "b_error": None, "b_out": out,
+            "b_cached": 2}
+
+
+def _count(engine, kind: str):
+    """A list that grows by one per commit (kind 'commit') or per statement on `table` (kind a table name)."""
+    seen: list[str] = []
+    if kind == "commit":
+        event.listen(engine, "commit", lambda conn: seen.append("commit"))
+    else:
+        event.listen(engine, "before_cursor_execute",
+                     lambda conn, cur, stmt, params, ctx, many: seen.append(stmt) if f"FROM {kind}" in stmt else None)
+    return seen
+
+
+def test_results_of_several_ranks_share_a_transaction_and_each_is_written_once(db):
+    engine, sessions = db
+    ids = _batch(sessions, 40)
+    commits = _count(engine, "commit")
+    w = writes.ResultWriter(sessions, linger_s=0.3)
+    settled: list[int] = []
+    for k, rid in enumerate(ids):
+        w.put(f"worker_{k % 4}", _row(rid), lambda rid=rid: settled.append(rid))
+    w.put("worker_9", _row(ids[0], out=99), lambda: settled.append(-1))   # a second result for the same request
+    w.drain("worker_0")
+    for k in (1, 2, 3, 9):
+        w.drain(f"worker_{k}")
+    assert sorted(settled) == sorted(ids + [-1])          # every put is settled once, written or not
+    assert len(commits) == 1, f"{len(commits)} transactions for 41 results put within the linger"
+    with sessions() as s:
+        assert s.scalar(select(func.count()).where(Request.status == "completed")) == 40
+        assert s.scalar(select(func.sum(Request.completion_tokens))) == 40 * 5    # the duplicate lost
+        by_writer = dict(s.execute(select(BatchCount.writer, BatchCount.completed)).all())
+    assert by_writer == {"worker_0": 10, "worker_1": 10, "worker_2": 10, "worker_3": 10}
+
+
+def test_a_result_for_a_request_that_already_has_one_is_not_written_again(db):
+    engine, sessions = db
+    ids = _batch(sessions, 4)
+    w = writes.ResultWriter(sessions, linger_s=0.0)
+    w.put("worker_a", _row(ids[0]), lambda: None)
+    w.drain("worker_a")
+    w.put("worker_b", _row(ids[0], out=77), lambda: None)      # a re-run chunk, or a lost lease
+    w.drain("worker_b")
+    with sessions() as s:
+        assert s.scalar(select(Request.completion_tokens).where(Request.id == ids[0])) == 5
+        assert s.scalar(select(func.sum(BatchCount.completed))) == 1
+
+
+def test_drain_waits_for_the_write(db):
+    engine, sessions = db
+    ids = _batch(sessions, 2)
+    w = writes.ResultWriter(sessions, linger_s=0.5)
+    t0 = time.monotonic()
+    w.put("worker_a", _row(ids[0]), lambda: None)
+    w.drain("worker_a")
+    assert time.monotonic() - t0 >= 0.4                      # it waited out the linger, then the write
+    with sessions() as s:
+        assert s.scalar(select(Request.status).where(Request.id == ids[0])) == "completed"
+    w.drain("worker_nobody")                                  # nothing queued: returns at once
+
+
+def test_a_claim_takes_the_chunk_and_reads_its_rows_in_plan_order(db):
+    engine, sessions = db
+    ids = _batch(sessions, 6)
+    _worker(sessions, "worker_a")
+    got = claims.claim(sessions, "worker_a", "m", 30)
+    assert got is not None
+    assert [r.id for r in got.rows] == ids[::-1]               # by position
+    assert {r.endpoint for r in got.rows} == {"/v1/chat/completions"}
+    with sessions() as s:
+        c = s.get(Chunk, got.id)
+        assert (c.status, c.worker_id, c.attempts) == ("claimed", "worker_a", 1)
+        assert s.get(Batch, "batch_x").first_run_at is not None
+    assert claims.claim(sessions, "worker_a", "m", 30) is None   # the only chunk is held
+
+
+def test_the_live_worker_list_is_read_once_per_interval_and_again_for_a_newcomer(db):
+    engine, sessions = db
+    _batch(sessions, 8, chunks=4)
+    _worker(sessions, "worker_a")
+    reads = _count(engine, "workers")
+    claims._RANKS.cached.clear()
+    assert claims.claim(sessions, "worker_a", "m", 30) is not None
+    assert claims.claim(sessions, "worker_a", "m", 30) is not None
+    assert len(reads) == 1
+    _worker(sessions, "worker_b")
+    assert claims.claim(sessions, "worker_b", "m", 30) is not None   # not in the cached list: read again
+    assert len(reads) == 2
+
+
+def test_idle_ranks_of_a_process_share_an_empty_claim(db):
+    engine, sessions = db
+    _worker(sessions, "worker_a")
+    reads = _count(engine, "chunks")
+    gate = _Claims()
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(gate.claim(sessions, "worker_a", "m", 30, 5.0)))
+               for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [None] * 8
+    assert len(reads) == 1, "eight idle ranks asked the database more than once within a poll interval"
+    # Once the interval is over the next claim asks again, and finds the new work.
+    gate.empty_at -= 5.0
+    _batch(sessions, 4)
+    got = gate.claim(sessions, "worker_a", "m", 30, 5.0)
+    assert got is not None and len(got.rows) == 4
+    assert gate.claim(sessions, "worker_a", "m", 30, 5.0) is None        # a success re-opens the gate: it asks
+    assert len(reads) == 3
