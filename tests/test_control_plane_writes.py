@@ -47,6 +47,16 @@ def _batch(sessions, n: int, chunks: int = 1, model: str = "m") -> list[int]:
         return list(s.scalars(select(Request.id).order_by(Request.line)))
 
 
+def _batch_more(sessions, n: int) -> list[int]:
+    """n more planned requests of batch_x (no chunk)."""
+    with sessions.begin() as s:
+        rows = [Request(batch_id="batch_x", line=1000 + k, custom_id=f"more{k}", model="m", body={}, prompt_ids=b"",
+                        prompt_tokens=10, max_tokens=8, status="planned") for k in range(n)]
+        s.add_all(rows)
+        s.flush()
+        return [r.id for r in rows]
+
+
 def _worker(sessions, wid: str, model: str = "m") -> None:
     now = time.time()
     with sessions.begin() as s:
@@ -73,12 +83,15 @@ def _count(engine, kind: str):
 def test_results_of_several_ranks_share_a_transaction_and_each_is_written_once(db):
     engine, sessions = db
     ids = _batch(sessions, 40)
+    failed = _batch_more(sessions, 1)[0]
     commits = _count(engine, "commit")
     w = writes.ResultWriter(sessions, linger_s=0.3)
     settled: list[int] = []
     for k, rid in enumerate(ids):
         w.put(f"worker_{k % 4}", _row(rid), lambda rid=rid: settled.append(rid))
     w.put("worker_9", _row(ids[0], out=99), lambda: settled.append(-1))   # a second result for the same request
+    w.put("worker_0", {"b_id": failed, "b_status": "failed", "b_response": None, "b_out": 0, "b_cached": 0,
+                       "b_error": {"code": "server_error", "message": "ünïcode \"quoted\""}}, lambda: None)
     w.drain("worker_0")
     for k in (1, 2, 3, 9):
         w.drain(f"worker_{k}")
@@ -88,6 +101,10 @@ def test_results_of_several_ranks_share_a_transaction_and_each_is_written_once(d
         assert s.scalar(select(func.count()).where(Request.status == "completed")) == 40
         assert s.scalar(select(func.sum(Request.completion_tokens))) == 40 * 5    # the duplicate lost
         by_writer = dict(s.execute(select(BatchCount.writer, BatchCount.completed)).all())
+        assert s.scalar(select(Request.response).where(Request.id == ids[3])) == {"ok": ids[3]}
+        row = s.execute(select(Request.status, Request.response, Request.error).where(Request.id == failed)).one()
+        assert tuple(row) == ("failed", None, {"code": "server_error", "message": "ünïcode \"quoted\""})
+        assert s.scalar(select(Request.finished_at).where(Request.id == ids[3])) > 0
     assert by_writer == {"worker_0": 10, "worker_1": 10, "worker_2": 10, "worker_3": 10}
 
 
