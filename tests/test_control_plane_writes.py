@@ -1,19 +1,26 @@
 """The worker side of the control plane at cluster scale (issue 14): the results of a process's ranks
 share transactions, each written once; a claim is one transaction with its rows; idle ranks of one
-process share their empty claims; the live-worker list is read once per interval, not per claim."""
+process share their empty claims; the live-worker list is read once per interval, not per claim;
+the scheduler's tokenized rows are stored one group to a statement, each with its own ids."""
 from __future__ import annotations
 
 import threading
 import time
 
+import numpy as np
 import pytest
 from sqlalchemy import event, func, select
 
+from core.bodies import tokenize
 from core.config import Settings
 from core.db import make_engine, make_sessionmaker
 from core.migrate import upgrade
 from core.models import Batch, BatchCount, Chunk, File, Request, Worker
-from tests.live import pg_schema_url
+from scheduler import intake
+from scheduler.service import Scheduler
+from tests.conftest import TINY
+from tests.live import chat_lines, pg_schema_url
+from tests.reliability.inproc import add_batch, settings
 from worker import claims, writes
 from worker.service import _Claims
 
@@ -184,3 +191,21 @@ def test_idle_ranks_of_a_process_share_an_empty_claim(db):
     assert got is not None and len(got.rows) == 4
     assert gate.claim(sessions, "worker_a", "m", 30, 5.0) is None        # a success re-opens the gate: it asks
     assert len(reads) == 3
+
+
+def test_tokenized_rows_get_the_token_ids_every_role_computes(tmp_path, backend, tiny_model):
+    """The scheduler's group update (one statement per group on PostgreSQL) stores each row's own ids."""
+    sched = Scheduler(settings(tmp_path, backend, tiny_model))
+    rows = chat_lines(30, TINY, max_tokens=4, prefix="A shared instruction. ")
+    bid = add_batch(sched.sessions, sched.store, rows)
+    sched._validate_next()
+    while intake.tokenize_queued(sched.sessions, sched.store, sched.models()):
+        pass
+    info = sched.models()[TINY]
+    with sched.sessions() as s:
+        got = s.execute(select(Request.line, Request.status, Request.prompt_ids, Request.prompt_tokens)
+                        .where(Request.batch_id == bid).order_by(Request.line)).all()
+    assert len(got) == 30 and {g.status for g in got} == {"pending"}
+    want = tokenize("/v1/chat/completions", [r["body"] for r in rows], info)
+    assert [np.frombuffer(g.prompt_ids, dtype="<i4").tolist() for g in got] == want
+    assert [g.prompt_tokens for g in got] == [len(w) for w in want]
