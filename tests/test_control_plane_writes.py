@@ -22,7 +22,7 @@ from tests.conftest import TINY
 from tests.live import chat_lines, pg_schema_url
 from tests.reliability.inproc import add_batch, settings
 from worker import claims, writes
-from worker.service import _Claims
+from worker.service import _Claims, _LiveBatches
 
 
 @pytest.fixture
@@ -209,3 +209,24 @@ def test_tokenized_rows_get_the_token_ids_every_role_computes(tmp_path, backend,
     want = tokenize("/v1/chat/completions", [r["body"] for r in rows], info)
     assert [np.frombuffer(g.prompt_ids, dtype="<i4").tolist() for g in got] == want
     assert [g.prompt_tokens for g in got] == [len(w) for w in want]
+
+
+def test_a_batch_watched_while_another_rank_reads_the_live_set_is_not_missed(db):
+    """Ranks share one live-batch read: a batch one rank starts watching while another's read is under
+    way must not be taken for cancelled until the next read a second later."""
+    engine, sessions = db
+    _batch(sessions, 2)
+    live = _LiveBatches(sessions)
+    live.watch({"batch_other"})
+    calls = []
+
+    def racing_sessions():          # the first read: another rank watches batch_x meanwhile
+        if not calls:
+            live.watch({"batch_x"})
+        calls.append(1)
+        return sessions()
+
+    live.sessions = racing_sessions
+    "batch_other" in live           # the read that started before the watch
+    assert "batch_x" in live        # read again at once, not a second later
+    assert len(calls) == 2

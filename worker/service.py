@@ -90,7 +90,7 @@ class _LiveBatches:
     One per process and database: its ranks share the read (64 ranks read it 64 times a second before)."""
 
     def __init__(self, sessions: sessionmaker[Session]) -> None:
-        self.sessions, self.ids, self.live, self.checked = sessions, set(), set(), 0.0
+        self.sessions, self.ids, self.live, self.checked = sessions, frozenset(), set(), 0.0
         self.reading = threading.Lock()
 
     def watch(self, batch_ids: set[str]) -> None:
@@ -99,17 +99,23 @@ class _LiveBatches:
             self.checked = 0.0
 
     def __contains__(self, batch_id: str) -> bool:
-        if time.time() - self.checked > 1.0 and self.reading.acquire(blocking=False):
-            try:            # one rank reads; the others keep the last answer meanwhile
-                with self.sessions() as s:
-                    self.live = set(s.scalars(select(Batch.id).where(
-                        Batch.id.in_(self.ids), Batch.status == "in_progress", Batch.expires_at > time.time())))
-                self.checked = time.time()
-            except Exception:       # keep the last answer; a cancel lands a little later
-                log.warning("could not re-read live batches", exc_info=True)
-            finally:
-                self.reading.release()
+        if time.time() - self.checked > 1.0:
+            with self.reading:              # one rank reads; the others wait for its answer
+                if time.time() - self.checked > 1.0:
+                    self._read()
         return batch_id in self.live
+
+    def _read(self) -> None:
+        ids = self.ids
+        try:
+            with self.sessions() as s:
+                self.live = set(s.scalars(select(Batch.id).where(
+                    Batch.id.in_(ids), Batch.status == "in_progress", Batch.expires_at > time.time())))
+        except Exception:       # keep the last answer; a cancel lands a little later
+            log.warning("could not re-read live batches", exc_info=True)
+            return
+        if self.ids is ids:     # a batch watched meanwhile is read again by the next caller
+            self.checked = time.time()
 
 
 class _Claims:
