@@ -196,6 +196,7 @@ def test_idle_ranks_of_a_process_share_an_empty_claim(db):
 def test_tokenized_rows_get_the_token_ids_every_role_computes(tmp_path, backend, tiny_model):
     """The scheduler's group update (one statement per group on PostgreSQL) stores each row's own ids."""
     sched = Scheduler(settings(tmp_path, backend, tiny_model))
+    assert sched.lead()
     rows = chat_lines(30, TINY, max_tokens=4, prefix="A shared instruction. ")
     bid = add_batch(sched.sessions, sched.store, rows)
     sched._validate_next()
