@@ -3,12 +3,15 @@
 One PostgreSQL schema, the API, a leading and a standby scheduler, and N echo
 ranks (several per worker process); --batches batches of --requests lines each,
 created --every seconds apart; status polls of the newest batch at
---polls-per-s throughout. Reports, per rank count: results written per second,
+--polls-per-s throughout (open loop, each timed from when it was due, on a
+light asyncio client: benchmarks/pollers.py). Reports, per rank count: results written per second,
 claim latency p50/p99 (from the workers' per-claim log lines), time from
 `in_progress` to the first claim, planning round durations, finalization of
 the output file after the batch's last result, whether every custom_id came
 out exactly once, database bytes per request, the status polls' p50/p99, and
-each role's CPU seconds and peak RSS. Lines go to benchmarks/results/control_plane.jsonl.
+each role's CPU seconds and peak RSS, and CPU seconds per 1,000 results by role, PostgreSQL's
+backends included (robust to a shared machine, where the wall-clock rate is not).
+Lines go to benchmarks/results/control_plane.jsonl.
 Figures taken from the batch's own timestamps (validation, finalization) have a resolution
 of 1 s: the OpenAI object's times are integer epoch seconds.
 
@@ -25,17 +28,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 import sqlalchemy as sa
 
 from benchmarks.harness import rss_kb
+from benchmarks.pollers import Pollers
 from core.db import make_engine, make_sessionmaker
 from core.models import Batch, Request
 from tests.live import Deployment, pg_schema_url
@@ -59,29 +63,52 @@ def write_file(path: Path, n: int, max_tokens: int, seed: int = 0) -> None:
                                 "body": {"model": MODEL, "messages": msgs, "max_tokens": max_tokens}}) + "\n")
 
 
-def poll(base_url: str, target: list[str], per_s: float, stop: threading.Event, out: list[float]) -> None:
-    """Open-loop status polls of the newest batch: one every 1/per_s seconds, each latency recorded."""
-    with httpx.Client(timeout=10) as c:
-        nxt = time.perf_counter()
-        while not stop.is_set():
-            if target:
-                t0 = time.perf_counter()
-                c.get(f"{base_url}/batches/{target[0]}")
-                out.append(time.perf_counter() - t0)
-            nxt += 1.0 / per_s
-            time.sleep(max(0.0, nxt - time.perf_counter()))
-
-
 def cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / 100.0
+
+
+def pg_server_cpu_s() -> float:
+    """CPU seconds of the whole PostgreSQL server on this machine so far: every live postgres process, plus
+    what the postmaster reaped from backends that ended (connections a pool closed count too). Other
+    users of the server are included: a bound on this deployment's share, next to `pg_backends`."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name, rest = text[text.index("(") + 1:text.rindex(")")], text.rsplit(")", 1)[1].split()
+        if name == "postgres" or name.startswith("postgres:"):
+            total += (int(rest[11]) + int(rest[12]) + int(rest[13]) + int(rest[14])) / 100.0
+    return total
+
+
+def pg_backends(url: str, app: str) -> dict[int, float]:
+    """CPU seconds of each PostgreSQL backend serving this deployment (connections named `app`), by pid.
+
+    Read from /proc (PostgreSQL runs on this machine): the backends of other users of the
+    server are left out, so the figure is this deployment's whatever else runs beside it.
+    """
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as c:
+        pids = c.scalars(sa.text("SELECT pid FROM pg_stat_activity WHERE application_name = :a"), {"a": app}).all()
+    eng.dispose()
+    out = {}
+    for pid in pids:
+        try:
+            out[pid] = cpu_s(pid)
+        except OSError:         # the backend ended meanwhile
+            pass
+    return out
 
 
 def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, per_proc: int, polls_per_s: float,
         plan_window: int) -> dict:
     """One deployment; the batches of `files` created `every_s` apart (all at once when 0); until all end."""
     tmp = Path(tempfile.mkdtemp(prefix="bs-cp-"))
-    url = pg_schema_url()
+    app = f"bs_cp_{tmp.name[-8:]}"
+    url = pg_schema_url() + f"&application_name={app}"
     lines = [sum(1 for _ in open(f, "rb")) for f in files]
     d = Deployment(tmp, url, f"{MODEL}={tokenizer_model}", BLENDSERVE_MAX_REQUESTS_PER_FILE=str(max(lines)),
                    BLENDSERVE_MAX_FILE_BYTES=str(1 << 31), BLENDSERVE_CHUNK_REQUESTS="256",
@@ -100,12 +127,9 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
     d.wait_ready()
     try:
         c = d.client()
-        lat: list[float] = []
-        stop = threading.Event()
-        target: list[str] = []          # the newest batch: what a client watches
-        poller = threading.Thread(target=poll, args=(d.base_url, target, polls_per_s, stop, lat))
-        poller.start()
+        pollers: list[tuple[Pollers, threading.Thread]] = []     # one per batch, for its first minutes
         cpu0 = {n: cpu_s(p.pid) for n, p in d.procs.items()}
+        pg0, server0 = pg_backends(url, app), pg_server_cpu_s()
         t0, ids, created = time.time(), [], {}
         for k, f in enumerate(files):
             time.sleep(max(0.0, t0 + k * every_s - time.time()))
@@ -114,7 +138,10 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
             b = c.batches.create(input_file_id=fid, endpoint="/v1/chat/completions", completion_window="24h")
             ids.append(b.id)
             created[b.id] = time.time()
-            target[:] = [b.id]
+            if pollers:             # polls go to the newest batch: what a client watches
+                pollers[-1][0].stop.set()
+            poller = Pollers("127.0.0.1", d.port, f"/v1/batches/{b.id}", polls_per_s, 10**9, connections=8)
+            pollers.append((poller, poller.start()))
         done: dict[str, object] = {}
         while len(done) < len(ids):     # oldest unfinished first: about one extra poll a second, not 200
             for bid in ids:
@@ -124,11 +151,19 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
                     break
                 done[bid] = b
             time.sleep(1.0)
-        stop.set()
-        poller.join()
+        for poller, thread in pollers:
+            poller.stop.set()
+            thread.join(30)
+        lat = [ms / 1e3 for poller, _ in pollers for ms in poller.latencies_ms]
+        poll_errors = sum(poller.errors for poller, _ in pollers)
         assert all(b.status == "completed" for b in done.values()), [b for b in done.values()
                                                                      if b.status != "completed"][:1]
         cpu = {n: round(cpu_s(p.pid) - cpu0[n], 1) for n, p in d.procs.items()}
+        # Backends that started during the run count from zero; one that ended before this read is missed
+        # (the pools keep theirs open, so few do).
+        cpu["postgres"] = round(sum(v - pg0.get(pid, 0.0) for pid, v in pg_backends(url, app).items()), 1)
+        cpu["postgres_server"] = round(pg_server_cpu_s() - server0, 1)
+        load = os.getloadavg()
         rss = {n: rss_kb(p.pid) // 1024 for n, p in d.procs.items()}
         once = all(exactly_once(c, done[bid].output_file_id, n) for bid, n in zip(ids, lines))
         eng = make_engine(url, readonly=True)
@@ -164,12 +199,25 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
             "every_custom_id_once": once,
             "db_bytes_per_request": round(db_bytes / sum(lines)),
             "poll_ms_p50": round(float(np.percentile(lat, 50)) * 1e3, 1),
-            "poll_ms_p99": round(float(np.percentile(lat, 99)) * 1e3, 1), "polls": len(lat),
-            "cpu_s": cpu, "peak_rss_mb": rss, "busiest": max(cpu, key=cpu.get),
+            "poll_ms_p99": round(float(np.percentile(lat, 99)) * 1e3, 1), "polls": len(lat), "poll_errors": poll_errors,
+            "cpu_s": cpu, "peak_rss_mb": rss, "busiest": max((k for k in cpu if k != "postgres_server"), key=cpu.get),
+            # CPU seconds per 1,000 results, by role (every worker process together): robust to a shared
+            # machine, where the wall-clock rate is not.
+            "cpu_s_per_1k": per_1k(cpu, n_done),
+            "load_avg_end": [round(x, 1) for x in load], "nice": os.nice(0),
             "first_result_s": round(first - start, 2), "wall_s": round(time.time() - t0, 1),
         }
     finally:
         d.stop()
+
+
+def per_1k(cpu: dict[str, float], results: int) -> dict[str, float]:
+    roles: dict[str, float] = {}
+    for name, v in cpu.items():
+        role = "workers" if name.startswith("worker") else name
+        roles[role] = roles.get(role, 0.0) + v
+    roles["total"] = sum(v for k, v in roles.items() if k != "postgres_server")
+    return {k: round(v * 1000 / max(results, 1), 3) for k, v in roles.items()}
 
 
 def exactly_once(c, file_id: str, n: int) -> bool:
@@ -198,6 +246,7 @@ def main() -> None:
     ap.add_argument("--polls-per-s", type=float, default=50.0)
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--plan-window", type=int, default=32768)
+    ap.add_argument("--label", default="", help="a note stored with each line (which code, before/after)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/control_plane.jsonl"))
     args = ap.parse_args()
     tokenizer_model = model_paths(Settings())[SMOLLM2]      # its tokenizer and config; echo loads no weights
@@ -211,7 +260,7 @@ def main() -> None:
                 args.plan_window)
         print(json.dumps(r), flush=True)
         with open(args.out, "a") as f:
-            f.write(json.dumps({"at": time.strftime("%Y-%m-%d %H:%M"), **r}) + "\n")
+            f.write(json.dumps({"at": time.strftime("%Y-%m-%d %H:%M"), "label": args.label, **r}) + "\n")
 
 
 if __name__ == "__main__":

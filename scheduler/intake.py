@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 import orjson
-from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import bindparam, delete, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from core import counts
@@ -36,7 +36,15 @@ from scheduler.validation import (MAX_ERRORS, LineError, ModelInfo, ValidRequest
 log = logging.getLogger("blendserve.scheduler")
 
 INSERT_GROUP = 1000
-TOKENIZE_GROUP = 256
+TOKENIZE_GROUP = 1024
+
+# PostgreSQL: a group's token ids in one statement (arrays in, a join on the request id) instead of a
+# pipeline of one UPDATE per row, which cost about as much of the scheduler's time as the tokenizer.
+_READY_PG = text("""
+UPDATE requests AS r SET status = 'pending', prompt_ids = v.ids, prompt_tokens = v.n, max_tokens = v.mt
+FROM unnest(CAST(:rids AS bigint[]), CAST(:ids AS bytea[]), CAST(:ns AS integer[]), CAST(:mts AS integer[]))
+     AS v(rid, ids, n, mt)
+WHERE r.id = v.rid AND r.status = 'queued'""")
 
 
 def pack_ids(ids: list[int]) -> bytes:
@@ -147,7 +155,10 @@ def tokenize_queued(sessions: sessionmaker[Session], store: FileStore, models: d
         ready, failed = _tokenize_rows(rows, b.endpoint, b.input_file_id, store, models)
         still = (Request.id == bindparam("rid")) & (Request.status == "queued")   # a cancel may have closed it
         with sessions.begin() as s:
-            if ready:
+            if ready and s.get_bind().dialect.name == "postgresql":
+                s.execute(_READY_PG, {k: [r[c] for r in ready] for k, c in
+                                      (("rids", "rid"), ("ids", "ids"), ("ns", "n"), ("mts", "mt"))})
+            elif ready:
                 s.connection().execute(update(Request).where(still).values(
                     status="pending", prompt_ids=bindparam("ids"), prompt_tokens=bindparam("n"),
                     max_tokens=bindparam("mt")), ready)

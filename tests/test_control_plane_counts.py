@@ -3,7 +3,6 @@ and the status poll's counts and usage equal an aggregate over the request rows.
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 
 from sqlalchemy import case, func, select
 
@@ -13,7 +12,7 @@ from core.migrate import upgrade
 from core.models import Batch, File, Request
 from server.status import batch_status
 from tests.live import pg_schema_url
-from worker.service import WorkerService
+from worker import writes
 
 
 def _result(rid: int, status: str = "completed", out: int = 5) -> dict:
@@ -37,11 +36,10 @@ def test_results_written_twice_are_counted_once(tmp_path, backend):
                           prompt_tokens=10 + line, max_tokens=8, status="planned"))
     with sessions() as s:
         ids = s.scalars(select(Request.id).order_by(Request.line)).all()
-    rank_a, rank_b = SimpleNamespace(id="worker_a"), SimpleNamespace(id="worker_b")
     with sessions.begin() as s:
-        WorkerService._store_once(rank_a, s, [_result(ids[0]), _result(ids[1]), _result(ids[2], "failed")], 1.0)
+        writes.store(s, [("worker_a", r) for r in (_result(ids[0]), _result(ids[1]), _result(ids[2], "failed"))], 1.0)
     with sessions.begin() as s:     # a second worker re-ran the chunk: only ids[3] is new
-        WorkerService._store_once(rank_b, s, [_result(ids[0], out=99), _result(ids[1]), _result(ids[3])], 2.0)
+        writes.store(s, [("worker_b", r) for r in (_result(ids[0], out=99), _result(ids[1]), _result(ids[3]))], 2.0)
 
     with sessions() as s:
         got = batch_status(s, "o", "batch_x")

@@ -6,12 +6,17 @@ drain the engine's running batch. A chunk is released once every request it
 admitted has a result; one that still holds requests to run (a stop, a lost
 batch) goes back to `pending` rather than `done` (worker/claims.py).
 
-Results are written by a writer thread, many to a transaction, so the engine
-never waits on the database. They are written with a guard on the request's
-status, so a chunk re-run after a crash (or by a second worker after a lost
-lease) never writes a second result for a request: every custom_id comes out
-exactly once. A write that fails is retried; if it keeps failing, its chunks
-go back to `pending` and run again.
+Results are written by the process's writer thread (worker/writes.py), the
+results of all its ranks many to a transaction, so the engine never waits on
+the database. They are written with a guard on the request's status, so a
+chunk re-run after a crash (or by a second worker after a lost lease) never
+writes a second result for a request: every custom_id comes out exactly once.
+A write that fails is retried; if it keeps failing, its chunks go back to
+`pending` and run again.
+
+Ranks of one process (echo load tests) share what they can: the writer, the
+live-batch check, and their empty claims: while one rank's claim just found
+nothing, its idle siblings do not ask the database again (see _Claims).
 
 Poison requests: when a stream raises, every request it was running gets one
 attempt counted (`requests.attempts`) and its chunks go back to `pending`.
@@ -35,27 +40,25 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import random
 import socket
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import numpy as np
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import counts
 from core.bodies import model_info
 from core.config import Settings
 from core.db import make_sessionmaker, shared_engine
 from core.ids import new_id
 from core.migrate import upgrade
 from core.models import Batch, Request, Worker
-from worker import claims
+from worker import claims, writes
 from worker.engines.base import Engine, GenRequest, GenResult, engine_stats
 from worker.interactive import InteractiveServer
 from worker.lane import Lane, Share
@@ -64,8 +67,6 @@ from worker.responses import response_body, sampling_params
 log = logging.getLogger("blendserve.worker")
 
 MAX_ATTEMPTS = 3        # engine tries of one request before it fails alone
-WRITE_TRIES = 5         # result writes, with backoff, before their chunks are handed back
-
 
 IDLE_BACKOFF = 4         # the longest wait between claims that found nothing, in poll intervals
 
@@ -85,26 +86,73 @@ _WORK = threading.Condition()
 
 
 class _LiveBatches:
-    """Which batches may still run; re-read at most once a second, so cancels land within about a second."""
+    """Which batches may still run; re-read at most once a second, so cancels land within about a second.
+    One per process and database: its ranks share the read (64 ranks read it 64 times a second before)."""
 
     def __init__(self, sessions: sessionmaker[Session]) -> None:
-        self.sessions, self.ids, self.live, self.checked = sessions, set(), set(), 0.0
+        self.sessions, self.ids, self.live, self.checked = sessions, frozenset(), set(), 0.0
+        self.reading = threading.Lock()
 
     def watch(self, batch_ids: set[str]) -> None:
         if not batch_ids <= self.ids:
-            self.ids |= batch_ids
+            self.ids = self.ids | batch_ids
             self.checked = 0.0
 
     def __contains__(self, batch_id: str) -> bool:
         if time.time() - self.checked > 1.0:
-            try:
-                with self.sessions() as s:
-                    self.live = set(s.scalars(select(Batch.id).where(
-                        Batch.id.in_(self.ids), Batch.status == "in_progress", Batch.expires_at > time.time())))
-                self.checked = time.time()
-            except Exception:       # keep the last answer; a cancel lands a little later
-                log.warning("could not re-read live batches", exc_info=True)
+            with self.reading:              # one rank reads; the others wait for its answer
+                if time.time() - self.checked > 1.0:
+                    self._read()
         return batch_id in self.live
+
+    def _read(self) -> None:
+        ids = self.ids
+        try:
+            with self.sessions() as s:
+                self.live = set(s.scalars(select(Batch.id).where(
+                    Batch.id.in_(ids), Batch.status == "in_progress", Batch.expires_at > time.time())))
+        except Exception:       # keep the last answer; a cancel lands a little later
+            log.warning("could not re-read live batches", exc_info=True)
+            return
+        if self.ids is ids:     # a batch watched meanwhile is read again by the next caller
+            self.checked = time.time()
+
+
+class _Claims:
+    """Claims of one process's ranks, one at a time: a rank does not ask the database for work while a
+    sibling's claim found none within the last poll interval.
+
+    64 idle echo ranks each polling the chunk table was most of their CPU (and
+    as many empty transactions for the database); a process now asks about
+    once per poll interval when idle. A successful claim clears the mark and
+    wakes the siblings (_WORK), so they ask at once: there may be more.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.empty_at = float("-inf")
+
+    def claim(self, sessions: sessionmaker[Session], worker_id: str, model: str, lease_s: float,
+              poll_s: float) -> claims.Claimed | None:
+        with self.lock:
+            if time.monotonic() - self.empty_at < poll_s:
+                return None
+            got = claims.claim(sessions, worker_id, model, lease_s)
+            self.empty_at = time.monotonic() if got is None else float("-inf")
+            return got
+
+
+_SHARED: dict[int, tuple[_LiveBatches, _Claims]] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared(sessions: sessionmaker[Session]) -> tuple[_LiveBatches, _Claims]:
+    """What the ranks of one process share, per database (they share one engine: core.db.shared_engine)."""
+    with _SHARED_LOCK:
+        key = id(sessions.kw["bind"])
+        if key not in _SHARED:
+            _SHARED[key] = (_LiveBatches(sessions), _Claims())
+        return _SHARED[key]
 
 
 @dataclass
@@ -125,12 +173,6 @@ class _Suspect:
     attempts: int
 
 
-_RESULT = (update(Request).where(Request.id == bindparam("b_id"), Request.status == "planned")
-           .values(status=bindparam("b_status"), response=bindparam("b_response"), error=bindparam("b_error"),
-                   completion_tokens=bindparam("b_out"), cached_tokens=bindparam("b_cached"),
-                   finished_at=bindparam("b_at")))
-
-
 class WorkerService:
     def __init__(self, settings: Settings, engine: Engine, engine_kind: str, model_path: Path | None = None,
                  rank: int = 0) -> None:
@@ -143,9 +185,9 @@ class WorkerService:
         self.held: dict[int, _Held] = {}
         self.meta: dict[int, tuple[int, str, str]] = {}   # request id -> (chunk id, batch id, endpoint)
         self.suspects: list[_Suspect] = []
-        self.live = _LiveBatches(self.sessions)
+        self.live, self.claims = _shared(self.sessions)
+        self.writer = writes.shared(self.sessions)
         self.lock = threading.Lock()            # guards held/outstanding between the engine and writer threads
-        self.results: queue.Queue = queue.Queue()
         self.stop = threading.Event()
         self.lane = Lane(settings.interactive_max_batch, settings.interactive_max_wait_ms / 1000, _WORK)
         self.share = Share()
@@ -176,8 +218,6 @@ class WorkerService:
     def run(self, stop: threading.Event | None = None) -> None:
         self.stop = stop or threading.Event()
         threading.Thread(target=self._heartbeat, daemon=True, name="heartbeat").start()
-        writer = threading.Thread(target=self._writer, daemon=True, name="writer")
-        writer.start()
         if self.interactive is not None:
             self.interactive.start()
         log.info("worker %s serving %s%s", self.id, self.engine.model_name,
@@ -201,8 +241,6 @@ class WorkerService:
         if self.interactive is not None:
             self.interactive.close()
         self._shut_down()
-        self.results.put(None)              # the writer stops once the queue is drained
-        writer.join()
         log.info("worker %s stopped; unfinished work handed back", self.id)
 
     def _idle(self, seconds: float) -> None:
@@ -237,17 +275,14 @@ class WorkerService:
             cid = None
             try:
                 t0 = time.perf_counter()
-                cid = claims.claim(self.sessions, self.id, self.engine.model_name, self.settings.lease_seconds)
-                if cid is None:
+                got = self.claims.claim(self.sessions, self.id, self.engine.model_name, self.settings.lease_seconds,
+                                        self.settings.poll_interval_s)
+                if got is None:
                     return
                 with _WORK:
                     _WORK.notify_all()
+                cid, rows = got
                 held = self.held[cid] = _Held()
-                with self.sessions() as s:
-                    rows = s.execute(select(Request.id, Request.batch_id, Request.body, Request.prompt_ids,
-                                            Request.max_tokens, Request.attempts, Batch.endpoint).join(Batch)
-                                     .where(Request.chunk_id == cid, Request.status == "planned")
-                                     .order_by(Request.position)).all()
                 log.info("claimed chunk %d (%d requests) in %.1f ms", cid, len(rows), (time.perf_counter() - t0) * 1e3)
                 self.live.watch({r.batch_id for r in rows})
             except Exception:
@@ -308,7 +343,7 @@ class WorkerService:
         if self.interactive is not None:
             for key in list(self.interactive.calls):
                 self.interactive.abort(key, "The engine failed while running this request.")
-        self.results.join()
+        self.writer.drain(self.id)
         running = list(self.meta)
         try:
             with self.sessions.begin() as s:
@@ -368,9 +403,10 @@ class WorkerService:
                 self.interactive.finish(res)
             return
         cid, _, endpoint = self.meta.pop(res.key)
-        self.results.put((cid, {"b_id": res.key, "b_status": "completed",
-                                "b_response": response_body(endpoint, self.engine.model_name, res),
-                                "b_error": None, "b_out": res.completion_tokens, "b_cached": res.cached_tokens}))
+        self.writer.put(self.id, {"b_id": res.key, "b_status": "completed",
+                                  "b_response": response_body(endpoint, self.engine.model_name, res),
+                                  "b_error": None, "b_out": res.completion_tokens, "b_cached": res.cached_tokens},
+                        lambda: self._settled(cid))
 
     def _settle_failed(self, cid: int, key: int, message: str, counted: bool = False) -> None:
         """The request fails alone, with its own error line (written in order with the results)."""
@@ -378,57 +414,16 @@ class WorkerService:
             with self.lock:
                 self.held[cid].outstanding += 1
         log.warning("request %d failed: %s", key, message)
-        self.results.put((cid, {"b_id": key, "b_status": "failed", "b_response": None,
-                                "b_error": {"code": "server_error", "message": message}, "b_out": 0, "b_cached": 0}))
+        self.writer.put(self.id, {"b_id": key, "b_status": "failed", "b_response": None,
+                                  "b_error": {"code": "server_error", "message": message}, "b_out": 0, "b_cached": 0},
+                        lambda: self._settled(cid))
 
-    def _writer(self) -> None:
-        """Write queued results, all that are waiting in one transaction, then settle their chunks."""
-        while True:
-            items = [self.results.get()]
-            while not self.results.empty() and len(items) < 256:
-                items.append(self.results.get_nowait())
-            done = [it for it in items if it is not None]
-            if done:
-                self._store([row for _, row in done])
-                with self.lock:
-                    for cid, _ in done:
-                        if (held := self.held.get(cid)) is not None:
-                            held.outstanding -= 1
-                            self._maybe_release(cid)
-            for _ in items:
-                self.results.task_done()
-            if len(done) < len(items):
-                return
-
-    def _store(self, rows: list[dict[str, Any]]) -> bool:
-        """Write result rows, retrying with backoff; False if every try failed (the caller's chunks then
-        go back to `pending`, their unwritten requests still `planned`, and run again)."""
-        for attempt in range(WRITE_TRIES):
-            try:
-                at = time.time()
-                with self.sessions.begin() as s:
-                    self._store_once(s, rows, at)
-                return True
-            except Exception:
-                log.warning("writing %d result(s) failed (try %d of %d)", len(rows), attempt + 1, WRITE_TRIES,
-                            exc_info=True)
-                time.sleep(min(0.2 * 2 ** attempt, 5.0))
-        log.error("gave up writing %d result(s); their chunks go back to pending", len(rows))
-        return False
-
-    def _store_once(self, s: Session, rows: list[dict[str, Any]], at: float) -> None:
-        """One transaction: lock the rows still `planned` (the others have a result already: a re-run
-        chunk or a lost lease), write their results and add them to the batches' counters."""
-        won = {r.id: r for r in s.execute(select(Request.id, Request.batch_id, Request.prompt_tokens)
-                                          .where(Request.id.in_([row["b_id"] for row in rows]),
-                                                 Request.status == "planned")
-                                          .order_by(Request.id).with_for_update())}
-        rows = [row for row in rows if row["b_id"] in won]
-        if not rows:
-            return
-        s.connection().execute(_RESULT, [{**row, "b_at": at} for row in rows])
-        counts.add(s, self.id, [(won[row["b_id"]].batch_id, row["b_status"], won[row["b_id"]].prompt_tokens,
-                                 row["b_cached"], row["b_out"]) for row in rows])
+    def _settled(self, cid: int) -> None:
+        """A result of the chunk was written (or given up on): release the chunk once it has them all."""
+        with self.lock:
+            if (held := self.held.get(cid)) is not None:
+                held.outstanding -= 1
+                self._maybe_release(cid)
 
     # -- chunks ------------------------------------------------------------------------------------
 
@@ -457,7 +452,7 @@ class WorkerService:
 
     def _shut_down(self) -> None:
         """Clean stop: write what the engine produced, then hand back every chunk still held."""
-        self.results.join()
+        self.writer.drain(self.id)
         self._give_back_all()
 
     def _heartbeat(self) -> None:

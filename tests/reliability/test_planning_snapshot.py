@@ -49,10 +49,11 @@ def test_a_claim_during_planning_neither_waits_nor_loses_its_chunk(tmp_path, bac
     rnd.start()
     assert slow.running.wait(30)
     t0 = time.time()
-    cid = claims.claim(sched.lease_sessions, "worker_test", TINY, 30)
+    got = claims.claim(sched.lease_sessions, "worker_test", TINY, 30)
     waited = time.time() - t0
     rnd.join()
-    assert cid is not None, "the claim found no chunk: the round held them"
+    assert got is not None, "the claim found no chunk: the round held them"
+    cid = got.id
     assert waited < 1.0, f"the claim waited {waited:.1f}s for the planning round"
     with sched.sessions() as s:
         held = s.scalars(select(Request.id).where(Request.chunk_id == cid)).all()
