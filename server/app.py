@@ -57,8 +57,8 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
             create["completion_window"]["enum"] = list(settings.window_seconds())
         if settings.api_key_list():
             components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
-            for path, ops in schema["paths"].items():
-                for op in ops.values():
+            for path, operations in schema["paths"].items():
+                for op in operations.values():
                     op["security"] = [{"bearer": []}] if path.startswith("/v1/") else []
         app.openapi_schema = schema
     return app.openapi_schema
