@@ -98,8 +98,8 @@ def sampled_lengths(w, bodies: list[dict], model_path: Path, name: str, count: i
     tree = PrefixTree.build(w)
     sample = warmup_sample(w, min(1.0, count / w.n), seed=seed, tree=tree)
     engine = CpuEngine(model_path, name)
-    requests = [GenRequest(int(i), w.tokens[w.offsets[i]:w.offsets[i + 1]].tolist(), sampling_params(bodies[i], int(w.max_tokens[i])))
-                for i in sample]
+    requests = [GenRequest(int(i), w.tokens[w.offsets[i]:w.offsets[i + 1]].tolist(),
+                           sampling_params(bodies[i], int(w.max_tokens[i]))) for i in sample]
     got = {r.key: len(r.output_ids) for r in engine.generate(requests)}
     observed = np.array([got[int(i)] for i in sample], dtype=np.float64)
     return estimate_output_lengths(w, sample, observed, float(observed.mean()), tree=tree)
@@ -107,8 +107,7 @@ def sampled_lengths(w, bodies: list[dict], model_path: Path, name: str, count: i
 
 def engine_config(gpu: str, model, overlap: str):
     """The simulated engine: a GPU engine's defaults, or for ``cpu`` the CPU engine's own knobs
-    (worker/engines/cpu/engine.py and its BLENDSERVE_CPU_* variables: step budget, running cap, KV pool
-    in its dtype on this machine). The ``cpu`` profile's rates are measured on that engine, so no
+    (worker/engines/cpu/engine.py and its BLENDSERVE_CPU_* variables: step budget, running cap, KV pool). The ``cpu`` profile's rates are measured on that engine, so no
     kernel efficiency is applied on top of them."""
     from scheduler.simulator.engine import EngineConfig
 
@@ -117,12 +116,11 @@ def engine_config(gpu: str, model, overlap: str):
     import os
 
     from worker.engines.cpu import engine as cpu
-    from worker.engines.cpu.model import default_dtype
 
     def env(name: str, default: float) -> float:
         return float(os.environ.get(name) or default)
 
-    kv_bytes = model.kv_bytes_per_token * default_dtype().itemsize / 2    # the profile counts bf16 K/V
+    kv_bytes = model.kv_bytes_per_token * 2      # the pool holds float32 K/V whatever the weights; the profile counts bf16
     block = int(env("BLENDSERVE_CPU_BLOCK_SIZE", cpu.DEFAULT_BLOCK_SIZE))
     pool = int(env("BLENDSERVE_CPU_KV_GB", cpu.DEFAULT_KV_GB) * 2**30 // kv_bytes) // block * block
     step = int(env("BLENDSERVE_CPU_MAX_BATCHED_TOKENS", cpu.DEFAULT_STEP_TOKENS))
