@@ -120,7 +120,10 @@ def engine_config(gpu: str, model, overlap: str):
     def env(name: str, default: float) -> float:
         return float(os.environ.get(name) or default)
 
-    kv_bytes = model.kv_bytes_per_token * 2      # the pool holds float32 K/V whatever the weights; the profile counts bf16
+    from worker.engines.cpu.model import default_dtype
+
+    # The pool holds K/V in the weights' dtype (bfloat16 where the CPU has it); the profile counts bf16.
+    kv_bytes = model.kv_bytes_per_token * (default_dtype().itemsize // 2)
     block = int(env("BLENDSERVE_CPU_BLOCK_SIZE", cpu.DEFAULT_BLOCK_SIZE))
     pool = int(env("BLENDSERVE_CPU_KV_GB", cpu.DEFAULT_KV_GB) * 2**30 // kv_bytes) // block * block
     step = int(env("BLENDSERVE_CPU_MAX_BATCHED_TOKENS", cpu.DEFAULT_STEP_TOKENS))

@@ -30,13 +30,15 @@ from worker.engines.cpu.scheduler import ScheduledChunk, Scheduler, Sequence, St
 from worker.engines.cpu.speculative import PromptLookup, SpecConfig, SpecStats
 from worker.engines.cpu.stops import StopChecker
 
-# One torch thread beats two whenever anything else runs on the machine (two
-# OpenMP threads on two busy cores stall each other), and the service runs its
-# API and scheduler beside the worker.
-DEFAULT_THREADS = 1
-# 2 GiB of float32 K/V: 46K tokens of SmolLM2-135M (45 KiB a token), e.g. 256
-# sequences of 180 tokens or 64 of 700. Past that a CPU's decode step is bound
-# by reading the K/V anyway (256 x 700 tokens is 8 GB a step), so more running
+# Torch threads: every CPU the process may run on. During a batch the API and the
+# scheduler are idle, and on the 2-core build machine two threads ran the prefix file
+# 1.33x faster than one (benchmarks/results/engine_threads.jsonl). The old default of one
+# thread came from timings that other sessions' niced processes disturbed: with the
+# kernel's autogroup scheduling on, nice does not order processes across sessions.
+DEFAULT_THREADS = len(os.sched_getaffinity(0))
+# 2 GiB of K/V in the model's dtype: 93K tokens of SmolLM2-135M in bfloat16 (22.5 KiB a
+# token), 46K in float32, e.g. 256 sequences of 360 (180) tokens. Past that a CPU's decode
+# step is bound by reading the K/V anyway (256 x 700 tokens is 4 GB a step), so more running
 # sequences buy little; and 2 GiB leaves a laptop room for everything else.
 # Pages are mapped as blocks are first used, so a small workload costs less.
 DEFAULT_KV_GB = 2.0
@@ -101,7 +103,7 @@ class CpuEngine:
 
     def _fresh_cache(self) -> None:
         m = self.model
-        self.pool = KVPool(m.n_layers, m.n_kv_heads, m.head_dim, self.num_blocks, self.block_size)
+        self.pool = KVPool(m.n_layers, m.n_kv_heads, m.head_dim, self.num_blocks, self.block_size, m.dtype)
         self.blocks = BlockManager(self.num_blocks, self.block_size)
 
     def kv_capacity_tokens(self) -> int:

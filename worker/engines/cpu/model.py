@@ -73,9 +73,9 @@ class Llama:
         self.cos = torch.cat([angles.cos(), angles.cos()], dim=-1).to(dtype)
         self.sin = torch.cat([-angles.sin(), angles.sin()], dim=-1).to(dtype)
 
-    def kv_bytes_per_token(self, dtype: torch.dtype = torch.float32) -> int:
-        """K and V of one token over all layers: what one token of the KV pool costs."""
-        return 2 * self.n_layers * self.n_kv_heads * self.head_dim * dtype.itemsize
+    def kv_bytes_per_token(self) -> int:
+        """K and V of one token over all layers: what one token of the KV pool (in the model's dtype) costs."""
+        return 2 * self.n_layers * self.n_kv_heads * self.head_dim * self.dtype.itemsize
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """RMSNorm computed in float32, as the reference Llama does: in bfloat16 greedy answers drift."""
