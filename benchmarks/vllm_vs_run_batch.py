@@ -162,7 +162,7 @@ def run_service(rows: list[dict], model: Path, planner: str, tmp: Path, engine: 
         t0, cpu0 = time.time(), tree_cpu_s(worker)
         f = c.files.create(file=("input.jsonl", jsonl(rows)), purpose="batch")
         b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
-        b = wait_batch(c, b.id, timeout=3600)
+        b = wait_batch(c, b.id, timeout=3600, every=2.0)   # run phase and whole job come from the database
         cpu = tree_cpu_s(worker) - cpu0
         assert b.status == "completed" and b.request_counts.completed == len(rows), (b, d.log("worker"))
         sessions = make_sessionmaker(make_engine(Settings(data_dir=tmp).db_url))

@@ -41,9 +41,10 @@ class _Moved(Exception):
     """The batch left the state a transition started from; the transition is abandoned."""
 
 
-def settle(sessions: sessionmaker[Session], store: FileStore, backoff: Backoff | None = None) -> None:
-    """One pass over every batch that needs a transition; each batch alone."""
+def settle(sessions: sessionmaker[Session], store: FileStore, backoff: Backoff | None = None) -> int:
+    """One pass over every batch that needs a transition; each batch alone. Returns how many moved."""
     backoff = backoff or Backoff()
+    moved = 0
     for bid, step in _due(sessions):
         key = ("settle", bid)
         if not backoff.ready(key):
@@ -51,11 +52,13 @@ def settle(sessions: sessionmaker[Session], store: FileStore, backoff: Backoff |
         try:
             step(sessions, store, bid)
             backoff.succeeded(key)
+            moved += 1
         except LostLease:
             raise
         except Exception:
             log.exception("batch %s: transition failed; retrying it alone", bid)
             backoff.failed(key)     # a transition is retried for good: the results are safe in the database
+    return moved
 
 
 def _cancel(sessions: sessionmaker[Session], store: FileStore, bid: str) -> None:
