@@ -9,12 +9,12 @@ old/new/old/new..., medians of --runs):
   sequences. The old engine (worker/engines/cpu.py at --old-ref) gets
   max_batch = N and a KV budget that admits all N; the new one its defaults.
   Every run uses prompts no earlier run used, so no prefix cache hits.
-* blend: the same requests (compute-dense: long distinct prompts, 2 output
+* blend (the engine's defaults but the running cap): the same requests (compute-dense: long distinct prompts, 2 output
   tokens; memory-dense: short prompts, long outputs) fed in DFS order (all of
   one kind, then the other, as a prefix tree's DFS puts them) and blended
   (interleaved 1:1); with the step composition of each run.
-* rss: peak RSS of a fresh process running 256 sequences at once with the
-  default KV budget (each 64 prompt + 96 output tokens: 41K of the pool's 46K).
+* rss: peak RSS of a fresh process (the engine's defaults) running 256
+  sequences at once (each 64 prompt + 96 output tokens: 41K tokens of K/V).
 
     python -m benchmarks.engine_scaling --out benchmarks/results/engine_scaling.md
 """
@@ -119,7 +119,7 @@ def blend(path: Path, runs: int, compute: int, memory: int, long_prompt: int, lo
         orders = {"dfs": c + m,
                   "blend": [x for pair in zip(c, m) for x in pair] + c[len(m):] + m[len(c):]}
         for name, order in orders.items():
-            engine = CpuEngine(path, MODEL, threads=1, max_running=max_running)
+            engine = CpuEngine(path, MODEL, max_running=max_running)    # the engine's default threads
             engine.eos = set()
             engine.step_log = []
             reqs = [GenRequest(i, p, s) for i, (p, s) in enumerate(order)]
@@ -142,7 +142,7 @@ from worker.engines.cpu import CpuEngine
 from worker.engines.base import GenRequest, SamplingParams
 import random
 rng = random.Random(5)
-e = CpuEngine({str(path)!r}, "m", threads=1)
+e = CpuEngine({str(path)!r}, "m")
 e.eos = set(); e.step_log = []
 def hwm():  # VmHWM, not ru_maxrss: the latter keeps the forking parent's peak across exec
     return int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]) / 1024

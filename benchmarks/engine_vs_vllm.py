@@ -18,6 +18,7 @@ Prompts are fresh random ids in every run, so no prefix cache hits.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -45,9 +46,7 @@ def child(engine_name: str, sizes: list[int], runs: int, prompt: int, output: in
         engine = CpuEngine(path, SMOLLM2)
     else:
         from worker.engines.vllm import VllmEngine, VllmOptions
-        options = VllmOptions.from_env()
-        options.max_num_seqs = max(sizes)
-        engine = VllmEngine(path, SMOLLM2, options)
+        engine = VllmEngine(path, SMOLLM2, dataclasses.replace(VllmOptions.from_env(), max_num_seqs=max(sizes)))
     no_eos = tuple((t, -100.0) for t in eos_token_ids(path))
     rng = random.Random(seed)
 
@@ -93,7 +92,7 @@ def main() -> None:
     common = ["--sizes", *map(str, args.sizes), "--runs", str(args.runs), "--prompt", str(args.prompt),
               "--output", str(args.output)]
     if args.child:
-        child(args.child, args.sizes, args.runs, args.prompt, args.output, seed=hash(args.child) % 1000)
+        child(args.child, args.sizes, args.runs, args.prompt, args.output, seed=sorted(PYTHONS).index(args.child))
         return
     rows = []
     for name in args.engines:
