@@ -2,6 +2,10 @@
 
 Usage: .venv/bin/python benchmarks/sim_grid.py [--requests 50000] [--step-tokens 2048]
        [--overlap nanoflow|sequential] [--lengths estimate|oracle] [--json out.json]
+       [--cells RHO:S,RHO:S,...] [--rows out.jsonl]
+--cells runs only those cells (a run that cannot afford all 65 at the verdict size);
+--rows appends each cell's row as one JSON line as soon as it finishes, so a run
+stopped at a deadline keeps what it measured.
 Prints a rho x sharing markdown matrix of BlendServe / best other (DFS in its better
 direction), then the mean, median and range of that and of BlendServe / DFS, and the
 mean fraction of T* per policy.
@@ -31,6 +35,8 @@ def main() -> None:
     ap.add_argument("--lengths", default="estimate")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--cells", default="", help="RHO:S,... (default: all 65)")
+    ap.add_argument("--rows", type=Path, help="append one JSON line per finished cell")
     args = ap.parse_args()
     model, hw = MODELS["llama-3.1-8b"], HARDWARE["a100-80gb"]
     config = EngineConfig(step_tokens=args.step_tokens, max_running=min(1024, args.step_tokens),
@@ -38,24 +44,34 @@ def main() -> None:
     policies = ["fcfs", "dfs", "balance", "blendserve"]
     cells: dict[tuple[float, float], dict] = {}
     t_all = time.perf_counter()
-    for rho in workloads.GRID_RHO:
-        for s in workloads.GRID_SHARING:
-            name = f"grid-r{rho:.2f}-s{s:.2f}"
-            w = workloads.generate(name, args.requests, seed=args.seed, model=model, hw=hw)
-            j = run_workload(name, w, model, hw, policies, config, seed=args.seed, lengths=args.lengths).to_json()
-            p = j["policies"]
-            j["ratio_dfs"] = p["blendserve"]["tokens_per_s"] / p["dfs"]["tokens_per_s"]
-            j["ratio"] = p["blendserve"]["tokens_per_s"] / max(p[x]["tokens_per_s"] for x in policies[:-1])
-            cells[(rho, s)] = j
-            print(f"{name}: BlendServe/best other {j['ratio']:.3f}, /DFS {j['ratio_dfs']:.3f}; of T* "
-                  + ", ".join(f"{x} {p[x]['fraction_of_optimal']:.3f}" for x in policies), file=sys.stderr, flush=True)
+    wanted = {tuple(round(float(x), 2) for x in c.split(":")) for c in args.cells.split(",") if c}
+    grid = [(rho, s) for rho in workloads.GRID_RHO for s in workloads.GRID_SHARING if not wanted or (rho, s) in wanted]
+    for rho, s in grid:
+        t0 = time.perf_counter()
+        name = f"grid-r{rho:.2f}-s{s:.2f}"
+        w = workloads.generate(name, args.requests, seed=args.seed, model=model, hw=hw)
+        j = run_workload(name, w, model, hw, policies, config, seed=args.seed, lengths=args.lengths).to_json()
+        p = j["policies"]
+        j["ratio_dfs"] = p["blendserve"]["tokens_per_s"] / p["dfs"]["tokens_per_s"]
+        j["ratio"] = p["blendserve"]["tokens_per_s"] / max(p[x]["tokens_per_s"] for x in policies[:-1])
+        cells[(rho, s)] = j
+        if args.rows:
+            with args.rows.open("a") as f:
+                f.write(json.dumps({"workload": name, "rho": rho, "sharing": s, "requests": args.requests,
+                                    "step_tokens": args.step_tokens, "overlap": args.overlap,
+                                    "seed": args.seed, "ratio": j["ratio"], "ratio_dfs": j["ratio_dfs"],
+                                    "fraction_of_optimal": {x: p[x]["fraction_of_optimal"] for x in policies},
+                                    "wall_s": round(time.perf_counter() - t0, 1)}) + "\n")
+        print(f"{name}: BlendServe/best other {j['ratio']:.3f}, /DFS {j['ratio_dfs']:.3f}; of T* "
+              + ", ".join(f"{x} {p[x]['fraction_of_optimal']:.3f}" for x in policies), file=sys.stderr, flush=True)
     ratios = [c["ratio"] for c in cells.values()]
     ratios_dfs = [c["ratio_dfs"] for c in cells.values()]
     print(f"overlap {args.overlap}, {args.step_tokens}-token steps, {args.requests} requests; BlendServe / best other:")
     print("| rho \\ sharing | " + " | ".join(f"{s:.2f}" for s in workloads.GRID_SHARING) + " |")
     print("|" + "---|" * (len(workloads.GRID_SHARING) + 1))
     for rho in workloads.GRID_RHO:
-        print(f"| {rho:.2f} | " + " | ".join(f"{cells[(rho, s)]['ratio']:.3f}" for s in workloads.GRID_SHARING) + " |")
+        print(f"| {rho:.2f} | " + " | ".join(f"{cells[(rho, s)]['ratio']:.3f}" if (rho, s) in cells else "-"
+                                            for s in workloads.GRID_SHARING) + " |")
     frac = {x: statistics.mean(c["policies"][x]["fraction_of_optimal"] for c in cells.values()) for x in policies}
     for label, rs in (("best other", ratios), ("DFS", ratios_dfs)):
         print(f"\nBlendServe / {label} over {len(rs)} workloads: mean {statistics.mean(rs):.3f}, median "

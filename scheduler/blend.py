@@ -5,6 +5,8 @@ Per model and round:
    observation, so estimates come from the prefix subtree a request shares
    with finished ones, across jobs (a new job behind a known system prompt
    starts warm). Fresh requests in subtrees with no observation are cold.
+   Two estimates per request, each where it is right (see `_lengths`): the
+   blend plans on effective lengths, the round's token counts use means.
 2. Warm-up: about 1% of the cold requests, spread over their subtrees, run
    first; when they finish, a new round re-plans the rest with their lengths.
 3. Deadlines: requests whose batch expires within the urgency horizon run
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -36,7 +39,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.models import Request
-from scheduler.planner import HARDWARE, ModelProfile, Workload, estimate_output_lengths, plan, warmup_sample
+from scheduler.planner import (HARDWARE, ModelProfile, PrefixTree, Workload, effective_output_lengths,
+                               estimate_output_lengths, plan, warmup_sample)
 from scheduler.planner.perf import comp_time, mem_time
 from scheduler.planner.plan import STEP_TOKENS
 from scheduler.planning import Piece, Round
@@ -53,6 +57,41 @@ def _workload(prompts: list[bytes], max_tokens: np.ndarray) -> Workload:
     np.cumsum([len(a) for a in arrays], out=offsets[1:])
     tokens = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int32)
     return Workload(tokens, offsets, max_tokens)
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Output-length estimates of a round's requests: two, because a subtree's lengths are used two ways."""
+    mean: np.ndarray        # subtree mean: for token counts and compute, linear in d
+    effective: np.ndarray   # KV reads of the subtree's expected reads (p d + d^2/2): for the plan and memory
+
+
+def _lengths(r: Round) -> tuple[Lengths, np.ndarray]:
+    """Both estimates for every request of the round from the model's history, and the cold fresh requests.
+
+    The plan runs on effective lengths (scheduler/planner/estimate.py): its
+    densities, memory split and pacing are about KV reads, which are
+    quadratic in d, and a subtree mean hides a heavy tail (mostly short chats
+    with one 16K-token generation among them look compute-dense at the mean,
+    and the blend would give that band none of the KV pool it will take).
+    Token counts and compute are linear in d, so for them (the round's
+    estimate: decode tokens, compute seconds, the ETA's steps) the mean is
+    the expected value and the effective length would overstate them.
+    Cold: fresh requests no sample of their own subtree covers (the mean
+    estimate with a NaN prior finds them; the warm-up samples them first).
+    Where there is no history at all both are min(max_tokens, 256).
+    """
+    hist_prompts, hist_out = r.history or ([], np.zeros(0))
+    h = len(hist_prompts)
+    mt = np.concatenate([hist_out.astype(np.int64), r.max_tokens])
+    every = _workload(list(hist_prompts) + list(r.prompts), mt)
+    tree = PrefixTree.build(every)
+    mean = estimate_output_lengths(every, np.arange(h), hist_out, prior=np.nan, tree=tree)[h:]
+    cold = np.flatnonzero(np.isnan(mean) & r.fresh)
+    prior = float(hist_out.mean()) if h else PRIOR_OUTPUT_TOKENS
+    mean = np.where(np.isnan(mean), np.minimum(prior, r.max_tokens), mean)
+    effective = effective_output_lengths(every, np.arange(h), hist_out, tree=tree)[h:]
+    return Lengths(mean, effective), cold
 
 
 class BlendServe:
@@ -114,14 +153,7 @@ class BlendServe:
         kv = min((w[2] for w in r.workers), default=0) * model.kv_bytes_per_token or None
         self.ranks[r.model] = ranks
 
-        hist_prompts, hist_out = r.history or ([], np.zeros(0))
-        h = len(hist_prompts)
-        mt = np.concatenate([hist_out.astype(np.int64), r.max_tokens])
-        every = _workload(list(hist_prompts) + list(r.prompts), mt)
-        est = estimate_output_lengths(every, np.arange(h), hist_out, prior=np.nan)[h:]
-        cold = np.flatnonzero(np.isnan(est) & r.fresh)
-        prior = float(hist_out.mean()) if h else PRIOR_OUTPUT_TOKENS
-        est = np.where(np.isnan(est), np.minimum(prior, r.max_tokens), est)
+        est, cold = _lengths(r)
 
         pieces: list[Piece] = []
         taken = np.zeros(n, dtype=bool)
@@ -141,28 +173,31 @@ class BlendServe:
         if len(rest):
             pieces += self._blend(r, rest, est, model, hw, kv, ranks, order, step)
         log.info("%s %s: %d request(s), %d history, %d warm-up, %d urgent, %d rank(s), %d-token steps", order,
-                 r.model, n, h, int(taken.sum()), len(urgent), ranks, step)
+                 r.model, n, len(r.history[0]) if r.history else 0, int(taken.sum()), len(urgent), ranks, step)
         return pieces
 
-    def _blend(self, r: Round, idx: np.ndarray, est: np.ndarray, model: ModelProfile, hw, kv: float | None,
+    def _blend(self, r: Round, idx: np.ndarray, est: Lengths, model: ModelProfile, hw, kv: float | None,
                ranks: int, order: str, step: int) -> list[Piece]:
         wl = _workload([r.prompts[i] for i in idx], r.max_tokens[idx])
-        wl.output_len = est[idx]
+        wl.output_len = est.effective[idx]
         p = plan(wl, model, hw, order, kv_capacity_bytes=kv, ranks=ranks, step_tokens=step)
-        self._estimate(r.model, wl, p.sharing_ratio, model, hw, ranks, step)
+        self._estimate(r.model, wl, est.mean[idx], p.sharing_ratio, model, hw, ranks, step)
         if ranks == 1:
             return [Piece(idx[p.order])]
         return [Piece(idx[o], rank=k) for k, o in enumerate(p.rank_orders)]
 
 
-    def _estimate(self, name: str, wl: Workload, sharing: float, model: ModelProfile, hw, ranks: int,
-                  step: int) -> None:
+    def _estimate(self, name: str, wl: Workload, mean: np.ndarray, sharing: float, model: ModelProfile, hw,
+                  ranks: int, step: int) -> None:
         """Add this piece of the round to its estimate: tokens the order computes, their compute and KV-read
         seconds (DESIGN.md's Comp and Mem, the prefix cache taking `sharing` of the prompts), and the
-        time of the `sequential` step model (scheduler/rounds.py)."""
-        p, d = wl.prompt_lens().astype(np.float64), np.minimum(wl.output_len, wl.max_tokens)
+        time of the `sequential` step model (scheduler/rounds.py). Decode tokens, compute and the longest
+        decode come from the mean lengths (linear in d: a sum of means is the expected sum); KV reads from
+        the effective lengths wl.output_len (quadratic in d: they keep each subtree's expected reads)."""
+        p, d = wl.prompt_lens().astype(np.float64), np.minimum(mean, wl.max_tokens)
         prefill, decode = float(p.sum()) * (1.0 - sharing), float(d.sum())
-        compute, memory = float(comp_time(prefill, decode, model, hw)), float(mem_time(p, d, model, hw).sum())
+        compute = float(comp_time(prefill, decode, model, hw))
+        memory = float(mem_time(p, np.minimum(wl.output_len, wl.max_tokens), model, hw).sum())
         steps = fewest_steps(prefill + decode, step, float(d.max(initial=0.0)), ranks)
         self.estimates.setdefault(name, RoundEstimate()).add(RoundEstimate(
             estimate_seconds(compute, memory, steps * ranks, model.weight_bytes(), hw.bandwidth, ranks),

@@ -3,12 +3,17 @@ warms up first and paces to the workers' step budget, or plans for prefix reuse 
 from __future__ import annotations
 
 import re
+import time
 
 import numpy as np
 import pytest
 import sqlalchemy as sa
 
 from core.db import make_engine
+from scheduler.blend import BlendServe
+from scheduler.planner import MODELS
+from scheduler.planner.perf import HARDWARE, mem_time
+from scheduler.planning import Round
 
 from tests.conftest import TINY
 from tests.live import jsonl, read_lines, wait_batch
@@ -121,3 +126,40 @@ def test_dfs_runs_prompts_sorted_across_jobs(dfs):
     assert "dfs " in log and "warm-up" in log and ", 0 warm-up," in log
     assert descents < rounds, (descents, rounds)
     assert descents < 10     # FCFS order of the same file has ~40
+
+
+def _round_with_history(model: str) -> Round:
+    """Two system prompts, 50 fresh requests behind each. History: behind A, 19 answers of 8 tokens and one of
+    4,000 (mean 208, but the 4,000 holds nearly all of A's KV reads); behind B, 20 answers of 400 tokens."""
+    prompt = lambda head, i: np.concatenate([np.arange(head, head + 64), [50_000 + i] * 16]).astype("<i4").tobytes()
+    hist = [prompt(1000, 100 + i) for i in range(20)] + [prompt(2000, 100 + i) for i in range(20)]
+    out = np.array([8] * 19 + [4000] + [400] * 20, dtype=np.int64)
+    prompts = [prompt(1000, i) for i in range(50)] + [prompt(2000, i) for i in range(50)]
+    n = len(prompts)
+    return Round(model, np.arange(1, n + 1), np.ones(n, dtype=bool), np.zeros(n, dtype=np.int64),
+                 np.arange(n), np.full(n, time.time() + 86_400.0), np.full(n, 4096, dtype=np.int64), prompts,
+                 (hist, out), [("w1", "vllm", 400_000)])
+
+
+def test_a_heavy_tail_behind_a_prefix_is_planned_as_the_memory_it_holds():
+    """The blend plans on effective lengths: behind A the mean (208 tokens) would make A the compute-dense band
+    and B (400) the memory-dense one, while A's expected KV reads per request are ~7x B's. The dual scan's
+    compute-dense cursor admits first (a block of its band), so the plan must open with B. The round's estimate keeps the
+    mean for decode tokens (linear in d) and the expected KV reads for memory (quadratic in d)."""
+    model = MODELS["llama-3.1-8b"]
+    policy = BlendServe({}, hardware="a100-80gb")
+    policy.profiles[model.name] = model
+    r = _round_with_history(model.name)
+    pieces = policy.pieces(r)
+    order = np.concatenate([pc.order for pc in pieces])
+    assert sorted(order.tolist()) == list(range(100)), "no warm-up: every subtree has history"
+    in_b = order >= 50
+    assert in_b[:8].all() and not in_b.all(), "the compute-dense cursor leads, with B's band"
+
+    est = policy.take_estimate(model.name)
+    hw = HARDWARE["a100-80gb"]
+    mean_a, mean_b = (19 * 8 + 4000) / 20, 400.0
+    assert est.decode_tokens == pytest.approx(50 * mean_a + 50 * mean_b)
+    reads_a = float(np.mean(mem_time(80.0, np.array([8] * 19 + [4000], dtype=np.float64), model, hw)))
+    reads_b = float(mem_time(80.0, 400.0, model, hw))
+    assert est.memory_s == pytest.approx(50 * reads_a + 50 * reads_b, rel=1e-6)
