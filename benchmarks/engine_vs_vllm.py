@@ -61,7 +61,7 @@ def child(engine_name: str, sizes: list[int], runs: int, prompt: int, output: in
     timed([GenRequest(0, p, SamplingParams(max_tokens=4, temperature=0.0)) for p in prompts(4, 32)])  # warm-up
     for n in sizes:
         for kind in ("prefill", "decode"):
-            samples = []
+            samples, short = [], 0
             for _ in range(runs):
                 if kind == "prefill":
                     reqs = [GenRequest(i, p, SamplingParams(max_tokens=1, temperature=0.0))
@@ -72,10 +72,10 @@ def child(engine_name: str, sizes: list[int], runs: int, prompt: int, output: in
                     reqs = [GenRequest(i, p, SamplingParams(max_tokens=output, temperature=0.0, logit_bias=no_eos))
                             for i, p in enumerate(prompts(n, 16))]
                     dt, res = timed(reqs)
-                    assert all(r.completion_tokens == output for r in res), "a sequence stopped early"
-                    samples.append(sum(r.completion_tokens for r in res) / dt)
+                    samples.append(sum(r.completion_tokens for r in res) / dt)   # a few may stop short (vLLM's
+                    short += sum(r.completion_tokens < output for r in res)          # own stop ids): counted
             print(json.dumps({"engine": engine_name, "n": n, "kind": kind, "tok_s": statistics.median(samples),
-                              "samples": samples}), flush=True)
+                              "samples": samples, "short": short}), flush=True)
     engine.close()
 
 

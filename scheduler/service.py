@@ -140,6 +140,7 @@ class Scheduler:
             log.exception("validating batch %s failed", bid)
             if self.backoff.failed(("validate", bid)):
                 intake.fail_batch(self.sessions, bid, f"The batch could not be validated: {type(e).__name__}: {e}")
+        return True
 
     def run(self, stop: threading.Event | None = None) -> None:
         stop = stop or threading.Event()
