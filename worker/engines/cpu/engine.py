@@ -32,10 +32,10 @@ from worker.engines.cpu.stops import StopChecker
 
 # Torch threads: every CPU the process may run on. During a batch the API and the
 # scheduler are idle, and on the 2-core build machine two threads ran the prefix file
-# 1.33x faster than one (benchmarks/results/engine_threads.jsonl). The old default of one
-# thread came from timings that other sessions' niced processes disturbed: with the
-# kernel's autogroup scheduling on, nice does not order processes across sessions.
-DEFAULT_THREADS = len(os.sched_getaffinity(0))
+# 1.33x faster than one (BENCHMARKS.md, "Session 12: the engine on 2 threads"). The old
+# default of one thread came from timings that other sessions' niced processes disturbed:
+# with the kernel's autogroup scheduling on, nice does not order processes across sessions.
+DEFAULT_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 # 2 GiB of K/V in the model's dtype: 93K tokens of SmolLM2-135M in bfloat16 (22.5 KiB a
 # token), 46K in float32, e.g. 256 sequences of 360 (180) tokens. Past that a CPU's decode
 # step is bound by reading the K/V anyway (256 x 700 tokens is 4 GB a step), so more running
