@@ -70,3 +70,4 @@ def test_kernel_rejects_what_it_cannot_read(kernel) -> None:
 def test_the_torch_path_can_be_chosen(monkeypatch) -> None:
     monkeypatch.setenv("BLENDSERVE_CPU_NATIVE", "0")
     assert paged_decode.__wrapped__() is None
+

@@ -13,6 +13,7 @@ prompt-lookup draft, verified in the same step (``speculative.py``).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -57,6 +58,25 @@ RUSH_BATCH_SEQS = 32
 RUSH_PREFILL_TOKENS = 128
 
 
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Torch ops in this block run on one thread, so they start no OpenMP team in the calling thread.
+
+    The worker loads its engine in the main thread and runs it in a rank thread. Once
+    two threads have each run a parallel region, OpenMP (libgomp) manages more threads
+    than there are CPUs and stops spinning between regions: every op then waits tens
+    of microseconds for its helper threads to wake. Measured on 2 cores: an add
+    7.6 -> 67 us, the longgen file through the engine 41.3 -> 51.2 s (BENCHMARKS.md,
+    session 13). ``generate`` sets the engine's threads in the thread that steps.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _env(name: str, default: float) -> float:
     value = os.environ.get(name, "")
     return type(default)(value) if value.strip() else default
@@ -84,12 +104,13 @@ class CpuEngine:
         ``kv_capacity_tokens``, when given, sizes the pool in tokens instead of ``kv_gb``.
         """
         self.model_name = model_name
-        torch.set_num_threads(threads or int(_env("BLENDSERVE_CPU_THREADS", 0)) or DEFAULT_THREADS)
+        self.threads = threads or int(_env("BLENDSERVE_CPU_THREADS", 0)) or DEFAULT_THREADS
         model_path = Path(model_path)
         self.tokenizer = load_tokenizer(model_path)
         self.eos = set(eos_token_ids(model_path))
         self.context = context_length(model_path)
-        self.model = Llama(model_path, dtype or default_dtype())
+        with _one_thread():
+            self.model = Llama(model_path, dtype or default_dtype())
         self.decode_kernel = paged_decode()   # built here, once per machine, so the first step does not wait
         self.block_size = block_size or int(_env("BLENDSERVE_CPU_BLOCK_SIZE", DEFAULT_BLOCK_SIZE))
         self.max_running = max_running or int(_env("BLENDSERVE_CPU_MAX_BATCH", DEFAULT_MAX_RUNNING))
@@ -130,6 +151,7 @@ class CpuEngine:
     def generate(self, requests: Iterable[GenRequest],
                  cancelled: Callable[[int], bool] | None = None,
                  urgent: Callable[[], list[GenRequest]] | None = None) -> Iterator[GenResult]:
+        torch.set_num_threads(self.threads)    # in the thread that runs the steps: see _one_thread
         stream = iter(requests)
         sched = self._sched = Scheduler(self.blocks, self.max_running, self.step_tokens,
                                         self._draft if self.spec.on else None)
