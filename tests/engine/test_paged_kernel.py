@@ -48,14 +48,18 @@ def test_kernel_matches_gather_and_sdpa(kernel, dtype: torch.dtype) -> None:
 
 
 def test_kernel_decodes_beside_prefills_and_drafts(kernel) -> None:
-    """A mixed step: the kernel takes the one-token chunks, prefills and short drafts keep their paths."""
+    """A mixed step: the kernel takes the one-token chunks and the short draft (a row per token), the prefill
+    keeps SDPA."""
     dtype = torch.float32
     prefill, draft = Chunk(3, 40, 30, []), Chunk(33, 50, 4, [])
     pool, chunks = _step(dtype, [5, 60, 200], [prefill, draft])
     n = 3 + 30 + 4
     q, k, v = torch.randn(n, H, D), torch.randn(n, KH, D), torch.randn(n, KH, D)
     want = PagedAttention(pool, chunks, 0.125)(0, q, k, v)
-    got = PagedAttention(pool, chunks, 0.125, kernel)(0, q, k, v)
+    attn = PagedAttention(pool, chunks, 0.125, kernel)
+    assert attn.kernel_decodes.rows.tolist() == [0, 1, 2, 33, 34, 35, 36] and len(attn.prefills) == 1
+    assert attn.kernel_decodes.lengths.tolist() == [5, 60, 200, 51, 52, 53, 54]
+    got = attn(0, q, k, v)
     assert torch.allclose(got, want, atol=1e-5, rtol=1e-5)
 
 

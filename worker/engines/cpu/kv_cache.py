@@ -72,9 +72,9 @@ class _DecodeGroup:
 
 @dataclass
 class _KernelDecodes:
-    """Every one-token chunk of a step, for the C++ kernel: no padding, no grouping by length."""
+    """Every one-token and short chunk of a step, for the C++ kernel: no padding, no grouping by length."""
 
-    rows: torch.Tensor        # [B] step rows
+    rows: torch.Tensor        # [B] step rows (a short chunk has one per token)
     tables: torch.Tensor      # [B, blocks] int32 block ids (each table padded to the longest)
     lengths: torch.Tensor     # [B] int32 positions each attends to, its own included
 
@@ -95,8 +95,10 @@ class PagedAttention:
     aligned to the last key, over the cached prefix and themselves.
 
     With ``decode_kernel`` (``paged_attention.paged_decode``) the one-token
-    chunks instead all go to one call of the C++ kernel, which reads their
-    blocks in place: 2-5x faster than gather + SDPA (BENCHMARKS.md, session 13).
+    and short chunks instead all go to one call of the C++ kernel, which reads
+    their blocks in place, one query token a row: 2-5x faster than gather +
+    SDPA (BENCHMARKS.md, session 13). Prefill chunks keep SDPA, whose matmuls
+    serve many queries per key read.
     """
 
     GROUP_RATIO = 0.6   # a decode group holds lengths within this ratio of its longest ...
@@ -116,11 +118,13 @@ class PagedAttention:
         self.prefills = [(c.row, c.n, c.start, torch.tensor(c.block_table[: -(-(c.start + c.n) // bs)]))
                          for c in chunks if c.n > self.SHORT]
         decodes = [c for c in chunks if c.n == 1]
-        short = sorted((c for c in chunks if 1 < c.n <= self.SHORT), key=lambda c: -(c.start + c.n))
-        self.kernel_decodes = self._kernel_group(decodes) if decode_kernel and decodes else None
-        if self.kernel_decodes is not None:
-            decodes = []
+        short = [c for c in chunks if 1 < c.n <= self.SHORT]
+        self.kernel_decodes = None
+        if decode_kernel and (decodes or short):
+            self.kernel_decodes = self._kernel_group([c for c in chunks if c.n <= self.SHORT])   # in row order
+            decodes, short = [], []
         decodes.sort(key=lambda c: -c.start)
+        short.sort(key=lambda c: -(c.start + c.n))
         self.decodes = [self._group(g) for g in self._split(decodes) + self._split(short)]
         self.all_decode = not self.prefills and (
             len(self.decodes) == 1 and self.decodes[0].queries == 1 and self.kernel_decodes is None
@@ -128,11 +132,17 @@ class PagedAttention:
 
     @staticmethod
     def _kernel_group(chunks: list[Chunk]) -> _KernelDecodes:
-        tables = torch.zeros(len(chunks), max(len(c.block_table) for c in chunks), dtype=torch.int32)
-        for i, c in enumerate(chunks):
-            tables[i, : len(c.block_table)] = torch.tensor(c.block_table, dtype=torch.int32)
-        return _KernelDecodes(torch.tensor([c.row for c in chunks]), tables,
-                              torch.tensor([c.start + 1 for c in chunks], dtype=torch.int32))
+        """One kernel row per query token: token i of a chunk sees its table up to its own position."""
+        width = max(len(c.block_table) for c in chunks)
+        rows: list[int] = []
+        lengths: list[int] = []
+        tables: list[list[int]] = []
+        for c in chunks:
+            rows += range(c.row, c.row + c.n)
+            lengths += range(c.start + 1, c.start + c.n + 1)
+            tables += [c.block_table + [0] * (width - len(c.block_table))] * c.n
+        return _KernelDecodes(torch.tensor(rows), torch.tensor(tables, dtype=torch.int32),
+                              torch.tensor(lengths, dtype=torch.int32))
 
     def _split(self, decodes: list[Chunk]) -> list[list[Chunk]]:
         groups: list[list[Chunk]] = []
