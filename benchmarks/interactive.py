@@ -8,6 +8,11 @@ One real deployment (API, scheduler, one CPU worker, SmolLM2). Phases, each
 3. beside: the same batch still running, chats at each rate: latency, and the batch's tokens/s in the window;
 4. sweep: at --sweep-rate, the worker restarted with each T_max (--tmax, ms): p99 latency and tokens/s.
 
+Or, with --completion N: chats alone at --completion-rate for --window seconds (the idle
+figure), then --repeats pairs of an N-request batch run to completion alone and with chats at
+--completion-rate throughout: the batch's run phase each way (its throughput, without the
+noise of results finishing in waves) and the chats' latencies beside it.
+
     PYTHONPATH=. .venv/bin/python benchmarks/interactive.py --window 30
 
 Writes benchmarks/results/interactive-<time>.json and a PNG of the sweep beside it.
@@ -21,23 +26,24 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from sqlalchemy import func, select
 
 from core.config import SMOLLM2, Settings
 from core.db import make_engine, make_sessionmaker
-from core.models import Request
+from core.models import Batch, Request
 from core.served import model_paths
 from tests.live import Deployment, jsonl
 
 TOPICS = ["the sea", "a library", "autumn", "a train station", "bread", "the moon", "a violin", "rain"]
 
 
-def batch_rows(n: int, seed: int = 0) -> list[dict]:
+def batch_rows(n: int, seed: int = 0, first: int = 0) -> list[dict]:
     rng = random.Random(seed)
     rows = []
-    for i in range(n):
+    for i in range(first, first + n):
         topic = rng.choice(TOPICS)
         rows.append({"custom_id": f"b{i}", "method": "POST", "url": "/v1/chat/completions",
                      # Lengths spread out (not a few fixed ones), so results finish steadily and a
@@ -47,8 +53,9 @@ def batch_rows(n: int, seed: int = 0) -> list[dict]:
     return rows
 
 
-def chats(d: Deployment, rate: float, window: float, seed: int) -> dict:
-    """Poisson arrivals of short streamed chats for `window` seconds; TTFT and end-to-end latencies."""
+def chats(d: Deployment, rate: float, window: float, seed: int, until: Callable[[], bool] | None = None) -> dict:
+    """Poisson arrivals of short streamed chats for `window` seconds (or until `until()`); TTFT and end-to-end
+    latencies."""
     client, rng = d.client(), random.Random(seed)
     ttft: list[float] = []
     e2e: list[float] = []
@@ -72,7 +79,7 @@ def chats(d: Deployment, rate: float, window: float, seed: int) -> dict:
             e2e.append(time.perf_counter() - t0)
 
     threads, t_end, i = [], time.time() + window, 0
-    while time.time() < t_end:
+    while not until() if until is not None else time.time() < t_end:
         t = threading.Thread(target=one, args=(i,))
         t.start()
         threads.append(t)
@@ -93,6 +100,29 @@ def batch_rate(sessions, t0: float, t1: float) -> float:
     return round(float(n) / (t1 - t0), 1)
 
 
+def batch_run_s(sessions, batch_id: str) -> float:
+    """The batch's run phase from the job table: first request running -> last result."""
+    with sessions() as s:
+        first = s.scalar(select(Batch.first_run_at).where(Batch.id == batch_id))
+        last = s.scalar(select(func.max(Request.finished_at)).where(Request.batch_id == batch_id))
+    return round(last - first, 2)
+
+
+def completion(d: Deployment, sessions, n: int, rate: float, first: int) -> dict:
+    """A batch of n requests run to completion, with chats at `rate` per second throughout (0: none):
+    its run phase, a steadier measure of the batch's throughput than a window's finished results."""
+    c = d.client()
+    f = c.files.create(file=("batch.jsonl", jsonl(batch_rows(n, seed=first, first=first))), purpose="batch")
+    b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    done = lambda: c.batches.retrieve(b.id).status in ("completed", "failed", "cancelled", "expired")
+    point = chats(d, rate, 0, seed=first, until=done) if rate else {"rate": 0}
+    while not done():
+        time.sleep(1.0)
+    point["batch_run_s"] = batch_run_s(sessions, b.id)
+    print(json.dumps(point), flush=True)
+    return point
+
+
 def restart_worker(d: Deployment, tmax_ms: float) -> None:
     d.signal("worker", 15)
     d.env["BLENDSERVE_INTERACTIVE_MAX_WAIT_MS"] = str(tmax_ms)
@@ -109,6 +139,11 @@ def main() -> None:
     ap.add_argument("--tmax", default="0,10,50,200")
     ap.add_argument("--sweep-rate", type=float, default=2.0)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    ap.add_argument("--completion", type=int, default=0, metavar="N",
+                    help="instead of the phases above: a batch of N alone to completion, then another of N with "
+                         "chats at --completion-rate throughout, --repeats times (interleaved)")
+    ap.add_argument("--completion-rate", type=float, default=1.0)
+    ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
     path = model_paths(Settings(data_dir=Path(tempfile.gettempdir()) / "bs-bench-models"))[SMOLLM2]
@@ -128,6 +163,17 @@ def main() -> None:
                 if time.time() > deadline:
                     raise
                 time.sleep(0.5)
+        if args.completion:
+            report = {"completion_requests": args.completion, "rate": args.completion_rate,
+                      "idle": chats(d, args.completion_rate, args.window, seed=1), "runs": []}
+            for i in range(args.repeats):
+                for rate in (0.0, args.completion_rate):
+                    report["runs"].append(completion(d, sessions, args.completion, rate,
+                                                     first=10**6 * (1 + len(report["runs"]))))
+            solo = sorted(p["batch_run_s"] for p in report["runs"] if not p["rate"])
+            beside = sorted(p["batch_run_s"] for p in report["runs"] if p["rate"])
+            report["batch_share_of_solo"] = round(solo[len(solo) // 2] / beside[len(beside) // 2], 3)
+            return
         report["idle"] = [chats(d, r, args.window, seed=int(r * 10)) for r in rates]
         print(json.dumps(report["idle"]), flush=True)
         c = d.client()
@@ -158,8 +204,13 @@ def main() -> None:
         report["batch_final"] = c.batches.retrieve(b.id).request_counts.model_dump()
     finally:
         d.stop()
-    args.out.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+        args.out.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        if args.completion:
+            (args.out / f"interactive-completion-{stamp}.json").write_text(json.dumps(report, indent=1))
+            print(json.dumps(report))
+    if args.completion:
+        return
     (args.out / f"interactive-{stamp}.json").write_text(json.dumps(report, indent=1))
     plot(report["sweep"], args.out / f"interactive-tmax-{stamp}.png", args.sweep_rate)
     print(json.dumps(report))
