@@ -71,6 +71,14 @@ constexpr bool kBf16Dot = false;
 inline float dot_bf16(const c10::BFloat16*, const c10::BFloat16*, int64_t) { return 0.f; }
 #endif
 
+// Blocks lie scattered over the pool, where the hardware prefetcher cannot follow: ask for the next
+// block's cache lines while this one is computed.
+template <typename T>
+inline void prefetch(const T* p, int64_t n) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (int64_t i = 0; i < n * int64_t(sizeof(T)); i += 64) __builtin_prefetch(c + i);
+}
+
 // One (sequence, kv head): its G query heads against its n positions. DIM > 0 fixes the head
 // dimension at compile time (the loops then unroll and vectorize without remainders).
 template <typename T, int DIM>
@@ -83,8 +91,10 @@ void attend_one(const T* q, int64_t q_head, const T* kh, const T* vh, const int3
     for (int64_t d = 0; d < D; ++d) qf[g * D + d] = to_f32(q[g * q_head + d]) * scale;
   std::fill(top, top + G, -std::numeric_limits<float>::infinity());
   const int64_t blocks = (n + block_size - 1) / block_size;
+  prefetch(kh + int64_t(table[0]) * block_size * D, block_size * D);
   for (int64_t blk = 0, t = 0; blk < blocks; ++blk) {   // scores: each key converted once, for all G queries
     const T* key = kh + int64_t(table[blk]) * block_size * D;
+    if (blk + 1 < blocks) prefetch(kh + int64_t(table[blk + 1]) * block_size * D, block_size * D);
     for (const int64_t stop = std::min(n, t + block_size); t < stop; ++t, key += D) {
       if constexpr (std::is_same_v<T, c10::BFloat16> && kBf16Dot && DIM % 32 == 0 && DIM > 0) {
         for (int64_t g = 0; g < G; ++g) {
@@ -105,6 +115,7 @@ void attend_one(const T* q, int64_t q_head, const T* kh, const T* vh, const int3
       }
     }
   }
+  prefetch(vh + int64_t(table[0]) * block_size * D, block_size * D);
   for (int64_t g = 0; g < G; ++g) {
     float* sg = scores.data() + g * n;
     const float m = top[g];
@@ -119,6 +130,7 @@ void attend_one(const T* q, int64_t q_head, const T* kh, const T* vh, const int3
   std::fill(acc, acc + G * D, 0.f);
   for (int64_t blk = 0, t = 0; blk < blocks; ++blk) {
     const T* value = vh + int64_t(table[blk]) * block_size * D;
+    if (blk + 1 < blocks) prefetch(vh + int64_t(table[blk + 1]) * block_size * D, block_size * D);
     for (const int64_t stop = std::min(n, t + block_size); t < stop; ++t, value += D) {
       for (int64_t d = 0; d < D; ++d) row[d] = to_f32(value[d]);
       for (int64_t g = 0; g < G; ++g) {
