@@ -87,30 +87,34 @@ def test_urgent_alone_runs_when_there_is_no_batch_work(tiny_model: Path) -> None
     assert [r.key for r in out] == [-2] and out[0].output_ids == alone(tiny_model, hot)
 
 
-def test_batch_prefill_is_held_to_a_few_tokens_a_step_while_interactive_work_is_about(tiny_model: Path) -> None:
-    """After an interactive request, batch prefill chunks stay within the engine's rush cap for a while, so
+def test_batch_work_is_held_to_a_few_tokens_a_step_while_interactive_work_is_about(tiny_model: Path,
+                                                                                   monkeypatch) -> None:
+    """After an interactive request, a step's batch tokens stay within the engine's rush cap for a while, so
     steps stay short for the next interactive arrival; without one, steps take the whole budget."""
     from worker.engines.cpu import engine as cpu_engine
 
-    def prefill_per_step(with_hot: bool) -> list[int]:
+    monkeypatch.setattr(cpu_engine, "RUSH_BATCH_TOKENS", 100)
+
+    def batch_tokens_per_step(with_hot: bool) -> list[int]:
         e = engine(tiny_model, max_running=16, step_tokens=512)
         e.step_log = []
         batch = [GenRequest(i, prompt(i, 60), SamplingParams(max_tokens=4, temperature=0.0)) for i in range(12)]
         hot = GenRequest(-1, prompt(77, 8), SamplingParams(max_tokens=2, temperature=0.0))
         polls = iter([[hot]] if with_hot else [])
         list(e.generate(batch, urgent=lambda: next(polls, [])))
-        return [sum(c.n for c in s.chunks if c.seq.key >= 0 and c.n > 1) for s in e.step_log]
+        return [sum(c.n for c in s.chunks if c.seq.key >= 0) for s in e.step_log]
 
-    assert max(prefill_per_step(False)) > cpu_engine.RUSH_PREFILL_TOKENS
-    assert max(prefill_per_step(True)) <= cpu_engine.RUSH_PREFILL_TOKENS
+    assert max(batch_tokens_per_step(False)) > 100
+    assert max(batch_tokens_per_step(True)) <= 100
 
 
 def test_a_step_carries_few_batch_sequences_while_interactive_work_runs(tiny_model: Path, monkeypatch) -> None:
     """Twelve batch sequences running; while an interactive one runs, each step carries at most the rush
-    cap of them (the others wait with their blocks), and every output still equals running alone."""
+    cap of their tokens (4 decodes; the others wait with their blocks), and every output still equals
+    running alone."""
     from worker.engines.cpu import engine as cpu_engine
 
-    monkeypatch.setattr(cpu_engine, "RUSH_BATCH_SEQS", 4)
+    monkeypatch.setattr(cpu_engine, "RUSH_BATCH_TOKENS", 4)
     e = engine(tiny_model, max_running=16, step_tokens=512)
     e.step_log = []
     batch = [GenRequest(i, prompt(i, 8), SamplingParams(max_tokens=12, temperature=0.0)) for i in range(12)]

@@ -48,14 +48,16 @@ DEFAULT_BLOCK_SIZE = 16          # vLLM's default: short shared prefixes still f
 DEFAULT_MAX_RUNNING = 256
 DEFAULT_STEP_TOKENS = 1024       # a step's tokens: every decode plus prefill chunks up to this
 # While interactive requests arrived in the last RUSH_WINDOW_S, a step carries at most
-# RUSH_BATCH_SEQS batch sequences (the oldest; the rest keep their blocks and wait) and
-# RUSH_PREFILL_TOKENS of batch prefill. A CPU's decode step is compute-bound, so its time grows
-# with every sequence in it: 256 batch decodes make a step of most of a second, which every
-# interactive token would wait for; 32 make it about 8x shorter while a step's throughput falls
-# far less (the weights are read once a step either way).
-RUSH_WINDOW_S = 2.0
-RUSH_BATCH_SEQS = 32
-RUSH_PREFILL_TOKENS = 128
+# RUSH_BATCH_TOKENS of batch work, decodes and prefill together (the oldest sequences first;
+# the rest keep their blocks and wait). A CPU step costs a fixed ~18 ms (the weights' read)
+# plus ~0.4 ms a token (session 13's fit, benchmarks/engine_orders.py), so an interactive
+# request waits for the step in flight and then its own: 1024-token steps make that ~0.9 s,
+# 256-token ones ~0.25 s, while 256-token steps still run batch work at ~0.89 of full steps'
+# rate. A cap on tokens, not sequences: 32 decodes a step (the earlier cap) ran batch work at
+# half its rate whenever nothing was left to prefill. The window covers the gaps of a
+# steady trickle (1 request/s), so steps stay short between its requests.
+RUSH_WINDOW_S = 10.0
+RUSH_BATCH_TOKENS = 256
 
 
 @contextlib.contextmanager
@@ -180,7 +182,7 @@ class CpuEngine:
                         if cancelled(seq.key):
                             sched.finish(seq)        # dropped without a result, as the interface says
                 rush = time.monotonic() - last_urgent < RUSH_WINDOW_S or any(s.urgent for s in sched.running)
-                sched.prefill_cap, sched.batch_cap = (RUSH_PREFILL_TOKENS, RUSH_BATCH_SEQS) if rush else (None, None)
+                sched.batch_cap = RUSH_BATCH_TOKENS if rush else None
                 step = sched.schedule(pull)
                 done = ready + step.finished
                 ready.clear()

@@ -28,8 +28,8 @@ Shaped after vLLM V1's scheduler (there is no separate prefill or decode phase):
   prefills, batch sequences only decode (no batch prefill chunk, no batch
   admission): that step stays short, which is the interactive request's
   time to first token. While interactive work is about, the engine also caps
-  what a step carries of batch work (``batch_cap`` sequences, oldest first,
-  ``prefill_cap`` prefill tokens): the others keep their blocks and wait.
+  what a step carries of batch work (``batch_cap`` tokens, oldest sequences
+  first): the others keep their blocks and wait.
 * With speculative decoding (``speculative.py``), a decoding sequence's chunk
   grows by a draft after every running sequence has its own chunk, from what
   is left of the token budget and the free blocks (a draft never preempts);
@@ -110,8 +110,7 @@ class Scheduler:
         self.step_tokens = step_tokens
         self.running: list[Sequence] = []
         self.waiting: deque[Sequence] = deque()   # preempted ones first, then at most one pulled
-        self.prefill_cap: int | None = None       # batch prefill tokens a step may carry; None: the budget
-        self.batch_cap: int | None = None         # batch sequences a step may carry; None: all running
+        self.batch_cap: int | None = None         # batch tokens a step may carry; None: the budget
         self.preemptions = 0
 
     def has_work(self) -> bool:
@@ -133,11 +132,11 @@ class Scheduler:
         budget = self.step_tokens
         step = Step([])
         scheduled: list[ScheduledChunk] = []
-        # Batch prefill tokens this step: none while an interactive prompt prefills, a few while
-        # interactive work is about (``prefill_cap``, set by the engine), else the whole budget.
+        # Batch work this step: no prefill while an interactive prompt prefills, and at most
+        # ``batch_cap`` tokens while interactive work is about (set by the engine), else the budget.
         rushing = any(s.urgent and s.computed < s.prompt_len for s in self.running)
-        prefill_left = 0 if rushing else budget if self.prefill_cap is None else self.prefill_cap
-        batch_left = len(self.running) if self.batch_cap is None else self.batch_cap
+        prefill_left = 0 if rushing else budget
+        batch_left = budget if self.batch_cap is None else self.batch_cap
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
@@ -146,10 +145,10 @@ class Scheduler:
                 if batch_left <= 0 or (n > 1 and prefill_left <= 0):
                     i += 1                                    # batch work waits for interactive work
                     continue
-                batch_left -= 1
                 if n > 1:
-                    n = min(n, prefill_left)
+                    n = min(n, prefill_left, batch_left)
                     prefill_left -= n
+                batch_left -= n
             need = self.blocks.blocks_for(seq.computed + n) - len(seq.block_table)
             while need > self.blocks.free_blocks:
                 victim = self.running.pop()
@@ -172,8 +171,8 @@ class Scheduler:
         self.preemptions += step.preempted
         if self.drafter is not None:
             budget = self._draft(scheduled, budget)
-        if not step.preempted and prefill_left > 0:
-            self._admit(pull, min(budget, prefill_left), scheduled, step)
+        if not step.preempted and min(prefill_left, batch_left) > 0:
+            self._admit(pull, min(budget, prefill_left, batch_left), scheduled, step)
         step.chunks = scheduled
         return step
 
