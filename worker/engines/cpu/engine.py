@@ -117,6 +117,7 @@ class CpuEngine:
         self.block_size = block_size or int(_env("BLENDSERVE_CPU_BLOCK_SIZE", DEFAULT_BLOCK_SIZE))
         self.max_running = max_running or int(_env("BLENDSERVE_CPU_MAX_BATCH", DEFAULT_MAX_RUNNING))
         self.step_tokens = step_tokens or int(_env("BLENDSERVE_CPU_MAX_BATCHED_TOKENS", DEFAULT_STEP_TOKENS))
+        self.rush_tokens = int(_env("BLENDSERVE_CPU_RUSH_TOKENS", RUSH_BATCH_TOKENS))
         if kv_capacity_tokens is None:
             gb = kv_gb if kv_gb is not None else _env("BLENDSERVE_CPU_KV_GB", DEFAULT_KV_GB)
             kv_capacity_tokens = int(gb * 2**30) // self.model.kv_bytes_per_token()
@@ -182,7 +183,7 @@ class CpuEngine:
                         if cancelled(seq.key):
                             sched.finish(seq)        # dropped without a result, as the interface says
                 rush = time.monotonic() - last_urgent < RUSH_WINDOW_S or any(s.urgent for s in sched.running)
-                sched.batch_cap = RUSH_BATCH_TOKENS if rush else None
+                sched.batch_cap = self.rush_tokens if rush else None
                 step = sched.schedule(pull)
                 done = ready + step.finished
                 ready.clear()
