@@ -50,14 +50,16 @@ DEFAULT_STEP_TOKENS = 1024       # a step's tokens: every decode plus prefill ch
 # While interactive requests arrived in the last RUSH_WINDOW_S, a step carries at most
 # RUSH_BATCH_TOKENS of batch work, decodes and prefill together (the oldest sequences first;
 # the rest keep their blocks and wait). A CPU step costs a fixed ~18 ms (the weights' read)
-# plus ~0.4 ms a token (session 13's fit, benchmarks/engine_orders.py), so an interactive
-# request waits for the step in flight and then its own: 1024-token steps make that ~0.9 s,
-# 256-token ones ~0.25 s, while 256-token steps still run batch work at ~0.89 of full steps'
-# rate. A cap on tokens, not sequences: 32 decodes a step (the earlier cap) ran batch work at
-# half its rate whenever nothing was left to prefill. The window covers the gaps of a
-# steady trickle (1 request/s), so steps stay short between its requests.
+# plus ~0.4 ms a token and its attention (session 13's fit, benchmarks/engine_orders.py), and
+# an interactive request waits for the step in flight and then its own. Measured with a
+# 1,000-request batch and chats at 1/s (BENCHMARKS.md, session 13): 256 tokens kept the batch
+# at 0.97 of its solo speed with time to first token p99 ~0.5 s; 96 tokens, 0.87 and ~0.22 s
+# (idle: ~0.05-0.07 s). 96 is the shortest step measured that keeps the batch above 0.85.
+# A cap on tokens, not sequences: 32 decodes a step (the earlier cap) ran batch work at half
+# its rate whenever nothing was left to prefill. The window covers the gaps of a steady
+# trickle (1 request/s), so steps stay short between its requests.
 RUSH_WINDOW_S = 10.0
-RUSH_BATCH_TOKENS = 256
+RUSH_BATCH_TOKENS = 96
 
 
 @contextlib.contextmanager
