@@ -52,7 +52,6 @@ class _Clock:
 
 
 TAIL_GUARD = True
-TAIL_SHARE = 0.1   # a request whose output bound is at least this share of the run is paced by the pool
 
 
 def _fewest_steps(fresh: np.ndarray, d: np.ndarray, model: perf.ModelProfile, capacity: float,
@@ -63,61 +62,25 @@ def _fewest_steps(fresh: np.ndarray, d: np.ndarray, model: perf.ModelProfile, ca
                float(d.max(initial=0.0)), 1.0)
 
 
-def tail_guard(order: np.ndarray, fresh: np.ndarray, d: np.ndarray, longest: np.ndarray,
-               model: perf.ModelProfile, capacity: float, step_tokens: int) -> np.ndarray:
-    """Re-place the requests that may run for a large share of the run, at the pace the KV pool can hold them.
+def tail_guard(order: np.ndarray, longest: np.ndarray, steps: float) -> np.ndarray:
+    """Admit every request early enough that its longest possible output ends with the run.
 
-    Arrays are indexed by request id: fresh (prompt tokens not cached), d
-    (estimated output), longest (max(max_tokens, d): what it may decode).
-    An estimate is no guarantee (no token says which dataset an unshared
-    prompt is from, so a 16K-token video description can hide among short
-    chats with the same estimate), and the dual scan paced such a request by
-    its estimate: a few hundred steps of KV where it may hold thousands. The
-    tail, requests with longest >= TAIL_SHARE of the fewest steps, is taken
-    out of the order and re-inserted, in its own relative order, under two
-    rules of the memory model, assuming each tail request runs to its bound:
-
-      * pool pacing: the tail starts at an even rate in KV area (a request
-        of p fresh tokens and L outputs holds p L + L^2/2 token-steps), so
-        the KV it holds at any time is a steady share of the pool, never the
-        burst of a front-loaded block, which the engine could only start as
-        the pool frees (and preempt when the block grows together);
-      * the end: the last one must still finish with the run. Starting the
-        tail at a steady rate over W steps holds A_tail / W of KV on
-        average; the pool holds all of it only if W >= A / C (A the KV area
-        of the whole run, tail at its bounds: the tail then holds the share
-        A_tail / A, what it needs on average), so the run lasts at least
-        T_k = max(fewest steps, A / C + L_k) for a tail request of bound L_k,
-        which must start by 1 - L_k / T_k of it.
-
-    The rest keeps the dual scan's order; its clock is each request's steps
-    alone ((tokens) / step budget + KV area / pool), and a tail request at
-    fraction u of the tail's area goes where the rest's clock reaches
-    u (1 - L_k / T_k).
+    A request that may decode L steps (its max_tokens), admitted at fraction
+    f of a run of T steps, ends by the run's end only if f <= 1 - L / T. An
+    estimate is no guarantee (no token says which dataset an unshared prompt
+    is from, so a 16K-token video description can hide among short chats
+    with the same estimate), and one long request admitted late decodes
+    alone at the end: a memory-bound tail no blend can fill. So each
+    request's position is scaled by (1 - L / T), clamped to [0, 1]: requests
+    with short bounds keep their place, those with long ones move forward,
+    keeping their relative order (and so their prefix locality).
     """
     n = len(order)
     if n < 2:
         return order
-    kvt = model.kv_bytes_per_token
-    fewest = _fewest_steps(fresh, d, model, capacity, step_tokens)
-    is_tail = longest[order] >= TAIL_SHARE * fewest
-    if not is_tail.any():
-        return order
-    tail, rest = order[is_tail], order[~is_tail]
-    bound = d.copy()
-    bound[tail] = longest[tail]
-    area = fresh * bound + bound * bound / 2.0               # token-steps of KV, the tail at its bounds
-    run = max(_fewest_steps(fresh, bound, model, capacity, step_tokens), 1.0)
-    pool_steps = float(area.sum()) * kvt / capacity
-    lt = longest[tail]
-    ends = np.maximum(run, pool_steps + lt)
-    a_tail = area[tail]
-    u = (np.cumsum(a_tail) - a_tail / 2.0) / max(float(a_tail.sum()), 1e-300)
-    tail_key = u * np.clip(1.0 - lt / ends, 0.0, 1.0)
-    w = (fresh[rest] + d[rest]) / step_tokens + area[rest] * kvt / capacity
-    rest_key = (np.cumsum(w) - w) / max(float(w.sum()), 1e-300)
-    keys = np.concatenate([rest_key, tail_key])
-    return np.concatenate([rest, tail])[np.argsort(keys, kind="stable")]
+    factor = np.clip(1.0 - longest[order] / steps, 0.0, 1.0)
+    key = np.arange(n, dtype=np.float64) * factor
+    return order[np.argsort(key, kind="stable")]
 
 
 def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, max_tokens: np.ndarray,
@@ -144,11 +107,9 @@ def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, max
     clock.lap("dual_scan")
     order = req[scan.order]
     if TAIL_GUARD:
-        fresh_id = np.empty(len(d), dtype=np.float64)
-        fresh_id[req] = fresh
-        stats["fewest_steps"] = _fewest_steps(fresh, d[req], model, capacity, step_tokens)
-        order = tail_guard(order, fresh_id, d, np.maximum(max_tokens.astype(np.float64), d), model, capacity,
-                           step_tokens)
+        steps = _fewest_steps(fresh, d[req], model, capacity, step_tokens)
+        stats["fewest_steps"] = steps
+        order = tail_guard(order, np.maximum(max_tokens.astype(np.float64), d), steps)
         clock.lap("tail_guard")
     return order
 

@@ -89,52 +89,16 @@ def test_empty_workload():
         assert pl.order.size == 0 and len(pl.rank_orders) == 2 and pl.sharing_ratio == 0.0
 
 
-def _tail_case(n_rest: int = 1000, n_tail: int = 10, bound: float = 4000.0, pool_tokens: float = 20_000.0):
-    """A front-loaded tail: requests 0..n_tail-1 first in the order, estimated at 100 tokens, bounded at `bound`;
-    the rest estimated and bounded at 5. Returns the guarded order and the tail's positions as fractions."""
+def test_tail_guard_moves_only_long_bounded_requests_forward_in_their_order():
     from scheduler.planner.plan import tail_guard
 
-    n = n_rest + n_tail
-    fresh, d = np.full(n, 100.0), np.full(n, 5.0)
-    d[:n_tail] = 100.0
-    longest = d.copy()
-    longest[:n_tail] = bound
-    out = tail_guard(np.arange(n), fresh, d, longest, MODEL, pool_tokens * MODEL.kv_bytes_per_token, 2048)
-    return out, np.flatnonzero(out < n_tail) / n
-
-
-def test_tail_guard_spreads_a_front_loaded_tail_evenly_keeping_both_orders():
-    out, pos = _tail_case()
-    assert sorted(out.tolist()) == list(range(1010))
-    tail = out[out < 10].tolist()
-    assert tail == list(range(10)) and out[out >= 10].tolist() == list(range(10, 1010))   # relative orders kept
-    gaps = np.diff(pos)
-    assert gaps.min() > 0.8 * gaps.mean() and gaps.max() < 1.2 * gaps.mean()          # a steady rate, no block
-    # The tail area A_t = 10 (100 x 4000 + 4000^2 / 2) token-steps, the rest's 1000 (100 x 5 + 12.5): the run's
-    # KV area A fills a pool of 20K tokens in A / C = 4,951 steps; the last tail start is at 1 - L / (A / C + L).
-    last = 1.0 - 4000.0 / (10 * (100 * 4000 + 8e6) / 20_000 + 1000 * 512.5 / 20_000 + 4000.0)
-    assert abs(pos[-1] - last * 0.95) < 0.01                                          # midpoint of the last tenth
-
-
-def test_tail_guard_window_follows_the_pool():
-    """More tail KV area, or a smaller pool, needs a longer window to start it; a pool that holds it all does not."""
-    _, base = _tail_case()
-    _, more = _tail_case(n_tail=40)
-    _, small_pool = _tail_case(pool_tokens=10_000.0)
-    _, big_pool = _tail_case(pool_tokens=200_000.0)
-    assert more[-1] > base[-1] + 0.2 and small_pool[-1] > base[-1] + 0.1
-    assert big_pool[-1] < 0.15                 # the pool starts all ten at once: only the end (L) binds
-
-
-def test_tail_guard_moves_only_bounds_above_its_share_of_the_run():
-    from scheduler.planner.plan import TAIL_SHARE, tail_guard
-
-    order = np.arange(50)[::-1].copy()
-    fresh, d = np.full(50, 100.0), np.full(50, 5.0)
-    pool = 100 * MODEL.kv_bytes_per_token       # 50 x 512.5 token-steps of KV in a 100-token pool: 256 steps
-    longest = d.copy()
-    longest[[0, 1]] = 0.9 * TAIL_SHARE * 256.25        # may run longer than estimated, but not a tenth of the run
-    assert tail_guard(order, fresh, d, longest, MODEL, pool, 2048).tolist() == order.tolist()
-    longest[[0, 1]] = 1.1 * TAIL_SHARE * 256.25
-    out = tail_guard(order, fresh, d, longest, MODEL, pool, 2048).tolist()
-    assert out != order.tolist() and out.index(1) < out.index(0) < 49      # forward, in their order
+    order = np.arange(10)[::-1].copy()                 # 9, 8, ..., 0
+    longest = np.full(10, 1.0)
+    longest[[1, 0]] = 80.0                             # requests 1 and 0 (last two in order) may run 80 of 100 steps
+    out = tail_guard(order, longest, steps=100.0)
+    assert sorted(out.tolist()) == list(range(10))
+    pos = {r: i for i, r in enumerate(out.tolist())}
+    assert (pos[1], pos[0]) == (2, 3)        # keys 8 x 0.2 and 9 x 0.2: among the first ~20%, order kept
+    rest = [r for r in out.tolist() if r not in (0, 1)]
+    assert rest == list(range(9, 1, -1))                               # the others keep their relative order
+    assert tail_guard(order, np.full(10, 1.0), 1e9).tolist() == order.tolist()   # short bounds: unchanged
