@@ -39,11 +39,10 @@ for name, d in guards.items():
     low = [f"r{k[0]:.2f}-s{k[1]:.2f} {d[k]:.4f}" for k in sorted(d) if d[k] < 0.98]
     print(f"- {name}: {len(d)} cells, mean {statistics.mean(d.values()):.4f}, min {min(d.values()):.4f}; "
           f"below 0.98: {', '.join(low) or 'none'}")
-tf = guards["tail first"]
-for name in ("pool-paced", "old"):
-    d = guards[name]
-    both = [k for k in tf if k in d]
+for a, b in (("pool-paced", "old"), ("tail first", "pool-paced"), ("tail first", "old")):
+    x, y = guards[a], guards[b]
+    both = [k for k in x if k in y]
     if both:
-        print(f"- tail first vs {name} on {len(both)} shared cells: mean {statistics.mean(tf[k] for k in both):.4f} "
-              f"vs {statistics.mean(d[k] for k in both):.4f}; higher in {sum(tf[k] > d[k] + 1e-9 for k in both)}, "
-              f"lower in {sum(tf[k] < d[k] - 1e-9 for k in both)}")
+        print(f"- {a} vs {b} on {len(both)} shared cells: mean {statistics.mean(x[k] for k in both):.4f} "
+              f"vs {statistics.mean(y[k] for k in both):.4f}; higher in {sum(x[k] > y[k] + 1e-9 for k in both)}, "
+              f"lower in {sum(x[k] < y[k] - 1e-9 for k in both)}")
