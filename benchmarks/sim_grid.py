@@ -2,7 +2,10 @@
 
 Usage: .venv/bin/python benchmarks/sim_grid.py [--requests 50000] [--step-tokens 2048]
        [--overlap nanoflow|sequential] [--lengths estimate|oracle] [--json out.json]
-       [--cells RHO:S,RHO:S,...] [--rows out.jsonl]
+       [--cells RHO:S,RHO:S,...] [--rows out.jsonl] [--baselines earlier.jsonl]
+--baselines ROWS.jsonl takes FCFS, DFS and Balance from an earlier --rows file where it has the
+cell (same requests, step budget, overlap and seed; the baselines' orders do not depend on the
+planner) and simulates only BlendServe there: ratios are of fractions of the same T*.
 --cells runs only those cells (a run that cannot afford all 65 at the verdict size);
 --rows appends each cell's row as one JSON line as soon as it finishes, so a run
 stopped at a deadline keeps what it measured.
@@ -37,7 +40,9 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--cells", default="", help="RHO:S,... (default: all 65)")
     ap.add_argument("--rows", type=Path, help="append one JSON line per finished cell")
+    ap.add_argument("--baselines", type=Path, help="earlier rows whose FCFS/DFS/Balance fractions are reused")
     args = ap.parse_args()
+    earlier = _earlier_baselines(args.baselines, args) if args.baselines else {}
     model, hw = MODELS["llama-3.1-8b"], HARDWARE["a100-80gb"]
     config = EngineConfig(step_tokens=args.step_tokens, max_running=min(1024, args.step_tokens),
                           overlap=args.overlap)
@@ -50,8 +55,11 @@ def main() -> None:
         t0 = time.perf_counter()
         name = f"grid-r{rho:.2f}-s{s:.2f}"
         w = workloads.generate(name, args.requests, seed=args.seed, model=model, hw=hw)
-        j = run_workload(name, w, model, hw, policies, config, seed=args.seed, lengths=args.lengths).to_json()
+        run = ["blendserve"] if name in earlier else policies
+        j = run_workload(name, w, model, hw, run, config, seed=args.seed, lengths=args.lengths).to_json()
         p = j["policies"]
+        for x, frac in earlier.get(name, {}).items():
+            p[x] = {"fraction_of_optimal": frac, "tokens_per_s": frac * j["optimal_tokens_per_s"], "reused": True}
         j["ratio_dfs"] = p["blendserve"]["tokens_per_s"] / p["dfs"]["tokens_per_s"]
         j["ratio"] = p["blendserve"]["tokens_per_s"] / max(p[x]["tokens_per_s"] for x in policies[:-1])
         cells[(rho, s)] = j
@@ -61,6 +69,7 @@ def main() -> None:
                                     "step_tokens": args.step_tokens, "overlap": args.overlap,
                                     "seed": args.seed, "ratio": j["ratio"], "ratio_dfs": j["ratio_dfs"],
                                     "fraction_of_optimal": {x: p[x]["fraction_of_optimal"] for x in policies},
+                                    "baselines_from": str(args.baselines) if name in earlier else None,
                                     "wall_s": round(time.perf_counter() - t0, 1)}) + "\n")
         print(f"{name}: BlendServe/best other {j['ratio']:.3f}, /DFS {j['ratio_dfs']:.3f}; of T* "
               + ", ".join(f"{x} {p[x]['fraction_of_optimal']:.3f}" for x in policies), file=sys.stderr, flush=True)
@@ -81,6 +90,17 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)},
                                          "workloads": list(cells.values())}, indent=1))
+
+
+def _earlier_baselines(path: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """workload -> {fcfs, dfs, balance: fraction of T*} from rows measured with the same settings."""
+    out = {}
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        if (r["requests"], r["step_tokens"], r["overlap"], r["seed"]) == (args.requests, args.step_tokens,
+                                                                           args.overlap, args.seed):
+            out[r["workload"]] = {x: r["fraction_of_optimal"][x] for x in ("fcfs", "dfs", "balance")}
+    return out
 
 
 if __name__ == "__main__":
