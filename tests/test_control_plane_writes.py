@@ -193,6 +193,25 @@ def test_idle_ranks_of_a_process_share_an_empty_claim(db):
     assert len(reads) == 3
 
 
+def test_the_shared_empty_claim_holds_longer_while_claims_stay_empty(db):
+    from worker.service import IDLE_BACKOFF
+
+    engine, sessions = db
+    _worker(sessions, "worker_a")
+    reads = _count(engine, "chunks")
+    gate, poll = _Claims(), 5.0
+    for n in range(1, 6):       # holds of 1, 2, 4, 4, 4 poll intervals (IDLE_BACKOFF = 4)
+        assert gate.claim(sessions, "worker_a", "m", 30, poll) is None and gate.empty == n   # asked: empty again
+        asked, hold = len(reads), min(2 ** (n - 1), IDLE_BACKOFF) * poll
+        gate.empty_at = time.monotonic() - hold + 0.5
+        assert gate.claim(sessions, "worker_a", "m", 30, poll) is None and len(reads) == asked   # held: no question
+        gate.empty_at = time.monotonic() - hold - 0.5                                            # past it: asks
+    assert len(reads) == 5
+    _batch(sessions, 4)
+    assert gate.claim(sessions, "worker_a", "m", 30, poll) is not None
+    assert gate.empty == 0      # a success: the next empty claim holds one interval again
+
+
 def test_tokenized_rows_get_the_token_ids_every_role_computes(tmp_path, backend, tiny_model):
     """The scheduler's group update (one statement per group on PostgreSQL) stores each row's own ids."""
     sched = Scheduler(settings(tmp_path, backend, tiny_model))
