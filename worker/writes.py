@@ -12,7 +12,11 @@ stored and counted once.
 
 A write that fails is retried with backoff; when every try failed, the rows
 stay `planned` and their chunks go back to `pending` when released (their
-callers settle them as usual), so they run again.
+callers settle them as usual), so they run again. A write the database refuses
+for its data (DataError: a value it cannot store) would fail the same way on
+every try and every re-run, stalling every result that shares its transaction:
+such a transaction is halved until the culprit stands alone, and that request
+fails with its own error line; its neighbours are written.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import orjson
-from sqlalchemy import bindparam, select, text, update
+from sqlalchemy import bindparam, exc, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from core import counts
@@ -51,18 +55,30 @@ class _Item:
 
 
 # PostgreSQL: the transaction's rows locked by one array of ids, and every result written by one
-# statement over one JSON document (orjson encodes it in C, the response bodies nested as they are;
-# PostgreSQL's json_to_recordset takes it apart): psycopg's per-element dumping of six parameter arrays,
-# and an IN list of 1,024 bound ids, were the writer's largest Python cost after the per-row updates.
+# statement over one JSON document (orjson encodes it in C; PostgreSQL's json_to_recordset takes it
+# apart): psycopg's per-element dumping of six parameter arrays, and an IN list of 1,024 bound ids, were
+# the writer's largest Python cost after the per-row updates. The bodies travel as JSON text inside the
+# document, not nested: json_to_recordset de-escapes every string of what it parses, nested ones too, and
+# refuses \u0000 (a model may well emit NUL), which the json column itself stores verbatim.
 _LOCK_PG = text("""
 SELECT id, batch_id, prompt_tokens FROM requests
 WHERE id = ANY(CAST(:ids AS bigint[])) AND status = 'planned' ORDER BY id FOR UPDATE""")
 _RESULTS_PG = text("""
-UPDATE requests AS r SET status = v.b_status, response = v.b_response, error = v.b_error,
+UPDATE requests AS r SET status = v.b_status, response = CAST(v.b_response AS json), error = CAST(v.b_error AS json),
        completion_tokens = v.b_out, cached_tokens = v.b_cached, finished_at = :at
 FROM json_to_recordset(CAST(:rows AS json))
-     AS v(b_id bigint, b_status text, b_response json, b_error json, b_out integer, b_cached integer)
+     AS v(b_id bigint, b_status text, b_response text, b_error text, b_out integer, b_cached integer)
 WHERE r.id = v.b_id AND r.status = 'planned'""")
+
+
+def _as_text(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
+
+
+def _pg_rows(rows: list[dict[str, Any]]) -> str:
+    """The JSON document of _RESULTS_PG: the bodies as JSON text (see above)."""
+    return orjson.dumps([{**row, "b_response": _as_text(row["b_response"]), "b_error": _as_text(row["b_error"])}
+                         for row in rows]).decode()
 
 
 def store(s: Session, items: list[tuple[str, dict[str, Any]]], at: float) -> int:
@@ -92,7 +108,7 @@ def store(s: Session, items: list[tuple[str, dict[str, Any]]], at: float) -> int
     if not mine:
         return 0
     if pg:
-        s.execute(_RESULTS_PG, {"at": at, "rows": orjson.dumps(mine).decode()})
+        s.execute(_RESULTS_PG, {"at": at, "rows": _pg_rows(mine)})
     else:
         s.connection().execute(_RESULT, [{**row, "b_at": at} for row in mine])
     counts.add_by_writer(s, by_writer)
@@ -151,12 +167,26 @@ class ResultWriter:
                 with self.sessions.begin() as s:
                     store(s, [(it.writer, it.row) for it in batch], time.time())
                 return True
+            except exc.DataError as e:      # a value it cannot store: the same on every try (module doc)
+                if len(batch) > 1:
+                    half = len(batch) // 2
+                    return self._write(batch[:half]) & self._write(batch[half:])
+                log.error("request %s: its result cannot be stored; it fails alone: %s", batch[0].row["b_id"], e)
+                batch = [_Item(batch[0].writer, _unstorable(batch[0].row, e), batch[0].settle)]
             except Exception:
                 log.warning("writing %d result(s) failed (try %d of %d)", len(batch), attempt + 1, WRITE_TRIES,
                             exc_info=True)
                 time.sleep(min(0.2 * 2 ** attempt, 5.0))
         log.error("gave up writing %d result(s); their chunks go back to pending", len(batch))
         return False
+
+
+def _unstorable(row: dict[str, Any], e: exc.DataError) -> dict[str, Any]:
+    """A failed result in place of one the database refused."""
+    cause = e.orig if e.orig is not None else e
+    return {"b_id": row["b_id"], "b_status": "failed", "b_response": None, "b_out": 0, "b_cached": 0,
+            "b_error": {"code": "server_error", "message": f"The result could not be stored: "
+                                                          f"{type(cause).__name__}: {str(cause).splitlines()[0][:200]}"}}
 
 
 _WRITERS: dict[int, ResultWriter] = {}
