@@ -124,8 +124,8 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
         k = min(per_proc, left)
         d.start("worker", f"worker{i}", "--engine", "echo", "--ranks", str(k))
         left, i = left - k, i + 1
-    d.wait_ready()
     try:
+        d.wait_ready(600)   # inside: one that does not come up is stopped too; 600 s: 64 ranks start slowly on 2 busy cores
         c = d.client()
         pollers: list[tuple[Pollers, threading.Thread]] = []     # one per batch, for its first minutes
         cpu0 = {n: cpu_s(p.pid) for n, p in d.procs.items()}

@@ -154,16 +154,30 @@ def tokenize(endpoint: str, bodies: list[dict], info: ModelInfo) -> list[list[in
     return info.encode(texts) if endpoint == "/v1/chat/completions" else info.encode_prompt(texts)
 
 
-def model_info(name: str, path: Path) -> ModelInfo:
-    """The tokenizer-side facts of a checkpoint, as every role renders and tokenizes prompts."""
-    from core.modelstore import context_length, load_tokenizer
+def model_info(name: str, path: Path, tokenizer: Any = None) -> ModelInfo:
+    """The tokenizer-side facts of a checkpoint, as every role renders and tokenizes prompts.
 
-    tok = load_tokenizer(path)
+    `tokenizer`: one already loaded from `path` (a worker's interactive server
+    shares its own, instead of loading it a second time per rank). Encoding
+    goes straight to a private copy of its Rust backend (no truncation, no
+    padding: what transformers' call sets up), without transformers' per-call
+    BatchEncoding, and chat prompts through the segment cache (core.segments).
+    """
+    from tokenizers import Tokenizer
+
+    from core.modelstore import context_length, load_tokenizer
+    from core.segments import SegmentEncoder
+
+    tok = tokenizer if tokenizer is not None else load_tokenizer(path)
+    backend = Tokenizer.from_str(tok.backend_tokenizer.to_str())
+    backend.no_truncation()
+    backend.no_padding()
+    chat = SegmentEncoder(backend)
     return ModelInfo(
         name=name, context_length=context_length(path),
         render_chat=lambda messages: tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False),
-        encode=lambda texts: tok(texts, add_special_tokens=False)["input_ids"],
-        encode_prompt=lambda texts: tok(texts)["input_ids"],
+        encode=chat.encode,
+        encode_prompt=lambda texts: [e.ids for e in backend.encode_batch(texts, add_special_tokens=True)],
     )
 
 

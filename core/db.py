@@ -10,12 +10,21 @@ an engine made with ``readonly=True``: a deferred BEGIN reads a WAL snapshot
 and never waits for, or holds, the write lock, so polling cannot starve the
 workers' result writes. ``PRAGMA query_only`` makes a stray write fail loudly.
 On PostgreSQL readers never block writers anyway; the flag only marks intent.
+
+PostgreSQL connections are checked before use only when they sat in the pool
+for PING_IDLE_S or longer (a restarted server or a killed backend leaves idle
+connections dead): SQLAlchemy's pool_pre_ping checked every checkout, a round
+trip each, which at cluster rates was a worker's and the scheduler's most
+frequent statement. A connection that fails its check is replaced, unseen by
+the caller; one that dies while in use fails its transaction, as it would
+have anyway, and the pool drops its siblings.
 """
 from __future__ import annotations
 
+import time
 from functools import lru_cache
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, exc
 from sqlalchemy.orm import Session, sessionmaker
 
 
@@ -40,7 +49,33 @@ def make_engine(url: str, *, readonly: bool = False, pool_size: int = 10) -> Eng
             conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=2 * pool_size)
+    engine = create_engine(url, pool_size=pool_size, max_overflow=2 * pool_size)
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_conn, record) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_conn, record, _proxy) -> None:
+        since = record.info.pop("idle_since", None)
+        if since is not None and time.monotonic() - since >= PING_IDLE_S and not alive(dbapi_conn):
+            raise exc.DisconnectionError()      # the pool replaces it and checks out again
+
+    return engine
+
+
+PING_IDLE_S = 2.0       # a PostgreSQL connection idle in the pool this long is checked before use
+
+
+def alive(dbapi_conn) -> bool:
+    """One round trip; the connection is left outside any transaction."""
+    try:
+        with dbapi_conn.cursor() as cur:
+            cur.execute("SELECT 1")
+        dbapi_conn.rollback()
+        return True
+    except Exception:
+        return False
 
 
 @lru_cache

@@ -45,14 +45,15 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.bodies import model_info
+from core.bodies import ModelInfo, model_info
 from core.config import Settings
 from core.db import make_sessionmaker, shared_engine
 from core.ids import new_id
@@ -123,22 +124,24 @@ class _Claims:
     sibling's claim found none within the last poll interval.
 
     64 idle echo ranks each polling the chunk table was most of their CPU (and
-    as many empty transactions for the database); a process now asks about
-    once per poll interval when idle. A successful claim clears the mark and
+    as many empty transactions for the database); a process now asks once per
+    poll interval after a first empty claim, backing off to once per
+    IDLE_BACKOFF intervals while they stay empty. A successful claim clears the mark and
     wakes the siblings (_WORK), so they ask at once: there may be more.
     """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.empty_at = float("-inf")
+        self.empty = 0          # empty claims in a row: the mark holds longer, as idle_wait does
 
     def claim(self, sessions: sessionmaker[Session], worker_id: str, model: str, lease_s: float,
               poll_s: float) -> claims.Claimed | None:
         with self.lock:
-            if time.monotonic() - self.empty_at < poll_s:
+            if time.monotonic() - self.empty_at < poll_s * min(2 ** max(self.empty - 1, 0), IDLE_BACKOFF):
                 return None
             got = claims.claim(sessions, worker_id, model, lease_s)
-            self.empty_at = time.monotonic() if got is None else float("-inf")
+            self.empty_at, self.empty = (time.monotonic(), self.empty + 1) if got is None else (float("-inf"), 0)
             return got
 
 
@@ -153,6 +156,17 @@ def _shared(sessions: sessionmaker[Session]) -> tuple[_LiveBatches, _Claims]:
         if key not in _SHARED:
             _SHARED[key] = (_LiveBatches(sessions), _Claims())
         return _SHARED[key]
+
+
+@lru_cache(maxsize=None)
+def _tokenizer_side(model: str, path: Path) -> tuple[ModelInfo, Any]:
+    """The model's ModelInfo and tokenizer, loaded once per process: the ranks of a process share them
+    (each rank loaded the tokenizer twice before, 128 loads at start for 64 echo ranks, which under
+    load outlasted the deployment's readiness wait)."""
+    from core.modelstore import load_tokenizer
+
+    tokenizer = load_tokenizer(path)
+    return model_info(model, path, tokenizer), tokenizer
 
 
 @dataclass
@@ -203,11 +217,9 @@ class WorkerService:
         st = self.settings
         if not st.interactive or model_path is None:
             return None
-        from core.modelstore import load_tokenizer
-
         port = st.worker_port + rank if st.worker_port else 0
-        return InteractiveServer(self.lane, model_info(self.engine.model_name, model_path),
-                                 load_tokenizer(model_path), self.engine.model_name, st.worker_host, port)
+        info, tokenizer = _tokenizer_side(self.engine.model_name, model_path)
+        return InteractiveServer(self.lane, info, tokenizer, self.engine.model_name, st.worker_host, port)
 
     def _url(self) -> str | None:
         if self.interactive is None:
