@@ -73,11 +73,12 @@ HARDWARE: dict[str, HardwareProfile] = {
     "a100-80gb": HardwareProfile("a100-80gb", 312e12, 2.039e12, 80e9),
     "h100-sxm": HardwareProfile("h100-sxm", 989e12, 3.35e12, 80e9),
     "h200": HardwareProfile("h200", 989e12, 4.8e12, 141e9),
-    # The CPU engine (SmolLM2, float32, one torch thread) on the 2-core AVX2 CI machine, measured by
-    # benchmarks/estimate_error.py's measure_cpu (synthetic decodes, prefills and cached-prefix chunks):
-    # K/V reads through the paged gather run far below DRAM bandwidth; weight reads are inside the step cost.
-    "cpu": HardwareProfile("cpu", 7.46e10, 1.43e9, 24e9, step_overhead=0.0808, seq_overhead=0.00146,
-                           chunk_overhead=0.0447, prefill_attention=True, weight_bandwidth=float("inf")),
+    # The CPU engine (SmolLM2, bfloat16, 2 torch threads, the C++ decode kernel) on the 2-core AVX512-BF16
+    # build machine of session 13, measured by benchmarks/estimate_error.py's measure_cpu (synthetic
+    # decodes, prefills and cached-prefix chunks); weight reads are inside the step cost. The profile it
+    # replaced (float32, one thread, the gather path, an AVX2 machine) over-predicted this engine 4.5-8x.
+    "cpu": HardwareProfile("cpu", 5.11e11, 2.13e10, 24e9, step_overhead=0.0108, seq_overhead=1.97e-5,
+                           chunk_overhead=0.0152, prefill_attention=True, weight_bandwidth=float("inf")),
 }
 
 MODELS: dict[str, ModelProfile] = {
