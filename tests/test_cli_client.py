@@ -56,9 +56,14 @@ def test_cancel_and_clear_errors(deployment, tmp_path):
 
 def test_submit_wait_shows_the_eta(deployment, tmp_path):
     """While the batch runs, the bar shows completed/total, tokens/s and an ETA (BlendServe's, from its
-    progress route: the plan's estimate first, then the observed rate)."""
+    progress route: the plan's estimate first, then the observed rate). A few short requests finish first, so
+    the observed rate is there while the long ones run, however fast the engine (the tiny model's steps take
+    milliseconds: 60 equal requests can finish together within one poll)."""
     src = tmp_path / "in.jsonl"
-    src.write_bytes(jsonl(chat_lines(60, TINY, max_tokens=64)))
+    short = chat_lines(10, TINY, max_tokens=2, prefix="short ")
+    for line in short:
+        line["custom_id"] = "short-" + line["custom_id"]
+    src.write_bytes(jsonl(short + chat_lines(50, TINY, max_tokens=256)))
     r = _cli(deployment, "submit", str(src), "--wait", "--poll", "0.2")
     assert r.returncode == 0, r.stderr
     assert re.search(r"in_progress: +\d+%\|.*\| \d+/60 \[[\d:]+, [\d,]+ tok/s, ETA \d+:\d\d", r.stderr), r.stderr
