@@ -66,17 +66,27 @@ def test_urgent_goes_past_the_running_cap_and_preempts_batch_work_for_blocks(tin
         assert results[r.key].output_ids == alone(tiny_model, r)
 
 
-def test_batch_prefill_waits_while_an_urgent_one_prefills(tiny_model: Path) -> None:
-    """The step that carries the urgent prompt carries no batch prefill chunk: its time is the urgent
-    request's time to first token."""
+def test_batch_work_waits_while_an_urgent_one_prefills(tiny_model: Path) -> None:
+    """The step that carries the urgent prompt carries no batch work, neither a prefill chunk nor the
+    decodes of running batch sequences: its time is the urgent request's time to first token. The next
+    step carries both again, and every output equals running alone."""
     e = engine(tiny_model, max_running=8, step_tokens=256)
     e.step_log = []
     batch = [GenRequest(i, prompt(i, 40), GREEDY) for i in range(6)]
     hot = GenRequest(-1, prompt(77, 30), SamplingParams(max_tokens=3, temperature=0.0))
     polls = iter([[hot]])
-    list(e.generate(batch, urgent=lambda: next(polls, [])))
-    first = e.step_log[0]
-    assert [c.seq.key for c in first.chunks] == [-1]
+    results = {r.key: r for r in e.generate(batch, urgent=lambda: next(polls, []))}
+    assert [c.seq.key for c in e.step_log[0].chunks] == [-1]
+
+    e.step_log = []
+    polls = iter([[], [], [hot]])                  # the batch is decoding when the urgent one arrives
+    results = {r.key: r for r in e.generate(batch, urgent=lambda: next(polls, []))}
+    keys = [[c.seq.key for c in s.chunks] for s in e.step_log]
+    assert all(k >= 0 for k in keys[1]) and len(keys[1]) == 6      # six batch decodes in flight
+    assert keys[2] == [-1]                                          # then the urgent prompt alone
+    assert -1 in keys[3] and len(keys[3]) > 1                       # then its decode beside batch work
+    for r in [*batch, hot]:
+        assert results[r.key].output_ids == alone(tiny_model, r)
 
 
 def test_urgent_alone_runs_when_there_is_no_batch_work(tiny_model: Path) -> None:

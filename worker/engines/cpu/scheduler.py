@@ -25,9 +25,9 @@ Shaped after vLLM V1's scheduler (there is no separate prefill or decode phase):
   the running set at once, past the running cap, ahead of every batch
   sequence, so they get the step's budget first and are never the ones
   preempted while a batch sequence is left. While one of them still
-  prefills, batch sequences only decode (no batch prefill chunk, no batch
-  admission): that step stays short, which is the interactive request's
-  time to first token. While interactive work is about, the engine also caps
+  prefills, the step runs interactive work alone (no batch decode, prefill
+  or admission): its time is the interactive request's time to first token,
+  after the step in flight. While interactive work is about, the engine also caps
   what a step carries of batch work (``batch_cap`` tokens, oldest sequences
   first): the others keep their blocks and wait.
 * With speculative decoding (``speculative.py``), a decoding sequence's chunk
@@ -132,22 +132,20 @@ class Scheduler:
         budget = self.step_tokens
         step = Step([])
         scheduled: list[ScheduledChunk] = []
-        # Batch work this step: no prefill while an interactive prompt prefills, and at most
-        # ``batch_cap`` tokens while interactive work is about (set by the engine), else the budget.
+        # Batch work this step: none while an interactive prompt prefills (a CPU step's time grows
+        # with every token in it, and that step is the interactive request's time to first token), at
+        # most ``batch_cap`` tokens while interactive work is about (set by the engine), else the budget.
         rushing = any(s.urgent and s.computed < s.prompt_len for s in self.running)
-        prefill_left = 0 if rushing else budget
-        batch_left = budget if self.batch_cap is None else self.batch_cap
+        batch_left = 0 if rushing else budget if self.batch_cap is None else self.batch_cap
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
             n = min(len(seq.tokens) - seq.computed, budget)
             if not seq.urgent:
-                if batch_left <= 0 or (n > 1 and prefill_left <= 0):
+                if batch_left <= 0:
                     i += 1                                    # batch work waits for interactive work
                     continue
-                if n > 1:
-                    n = min(n, prefill_left, batch_left)
-                    prefill_left -= n
+                n = min(n, batch_left)
                 batch_left -= n
             need = self.blocks.blocks_for(seq.computed + n) - len(seq.block_table)
             while need > self.blocks.free_blocks:
@@ -171,8 +169,8 @@ class Scheduler:
         self.preemptions += step.preempted
         if self.drafter is not None:
             budget = self._draft(scheduled, budget)
-        if not step.preempted and min(prefill_left, batch_left) > 0:
-            self._admit(pull, min(budget, prefill_left, batch_left), scheduled, step)
+        if not step.preempted and batch_left > 0:
+            self._admit(pull, min(budget, batch_left), scheduled, step)
         step.chunks = scheduled
         return step
 
