@@ -23,6 +23,12 @@ def prompt(i: int, n: int = 12) -> list[int]:
     return [(31 * i + 7 * j) % 400 + 5 for j in range(n)]
 
 
+def on_call(n: int, request: GenRequest):
+    """An ``urgent`` poll that hands ``request`` over at its n-th call (from 0), and nothing otherwise."""
+    calls = iter(range(10**9))
+    return lambda: [request] if next(calls) == n else []
+
+
 def alone(tiny_model: Path, request: GenRequest) -> list[int]:
     return next(engine(tiny_model, max_running=1).generate([request])).output_ids
 
@@ -79,8 +85,9 @@ def test_batch_work_waits_while_an_urgent_one_prefills(tiny_model: Path) -> None
     assert [c.seq.key for c in e.step_log[0].chunks] == [-1]
 
     e.step_log = []
-    polls = iter([[], [], [hot]])                  # the batch is decoding when the urgent one arrives
-    results = {r.key: r for r in e.generate(batch, urgent=lambda: next(polls, []))}
+    # The engine polls at the top of each step and between its layers: hand it over at step 2's top,
+    # while the batch decodes.
+    results = {r.key: r for r in e.generate(batch, urgent=on_call(2 * e.model.n_layers, hot))}
     keys = [[c.seq.key for c in s.chunks] for s in e.step_log]
     assert all(k >= 0 for k in keys[1]) and len(keys[1]) == 6      # six batch decodes in flight
     assert keys[2] == [-1]                                          # then the urgent prompt alone
@@ -134,5 +141,50 @@ def test_a_step_carries_few_batch_sequences_while_interactive_work_runs(tiny_mod
     with_hot = [s for s in e.step_log if any(c.seq.key == -1 for c in s.chunks)]
     assert with_hot and all(sum(c.seq.key >= 0 for c in s.chunks) <= 4 for s in with_hot)
     assert max(sum(c.seq.key >= 0 for c in s.chunks) for s in e.step_log[:2]) == 12
+    for r in [*batch, hot]:
+        assert results[r.key].output_ids == alone(tiny_model, r)
+
+
+def test_an_urgent_prompt_cuts_in_between_two_layers_of_the_step_in_flight(tiny_model: Path) -> None:
+    """An interactive request that arrives while a batch step runs (the engine polls between its layers)
+    runs its prompt there, as a step of its own, before the batch step ends: its first token is streamed
+    before the batch step's tokens are sampled. Neither step disturbs the other: every output equals
+    running alone."""
+    e = engine(tiny_model, max_running=8, step_tokens=256)
+    layers = e.model.n_layers
+    assert layers > 1
+    e.step_log = []
+    events: list[str] = []
+    batch = [GenRequest(i, prompt(i, 20), GREEDY, on_tokens=lambda t, i=i: events.append(f"b{i}"))
+             for i in range(4)]
+    hot = GenRequest(-1, prompt(77, 30), SamplingParams(max_tokens=5, temperature=0.0),
+                     on_tokens=lambda t: events.append("hot"))
+    # Polls: step 0 at its top and between each pair of its layers, then step 1's top; the next poll is
+    # step 1's first between-layers one.
+    results = {r.key: r for r in e.generate(batch, urgent=on_call(layers + 1, hot))}
+    keys = [[c.seq.key for c in s.chunks] for s in e.step_log]
+    assert keys[0] == [0, 1, 2, 3]                 # step 0: the batch's prompts
+    assert keys[1] == [-1]                         # logged first: the cut-in, run inside step 1
+    assert keys[2] == [0, 1, 2, 3]                 # step 1: the batch's first decodes, the prompt not among them
+    assert events.index("hot") < len(batch) * 2    # before step 1's tokens: after step 0's four only
+    assert events[:4] == ["b0", "b1", "b2", "b3"] and events[4] == "hot"
+    for r in [*batch, hot]:
+        assert results[r.key].output_ids == alone(tiny_model, r)
+
+
+def test_a_cut_in_that_does_not_fit_the_free_blocks_waits_for_the_next_step(tiny_model: Path) -> None:
+    """Between layers nothing can be preempted (the step in flight holds its blocks): an urgent prompt
+    that needs more blocks than are free runs at the next step instead, preempting batch work there."""
+    short = SamplingParams(max_tokens=3, temperature=0.0)
+    e = engine(tiny_model, max_running=4, kv_capacity_tokens=64, step_tokens=64)
+    layers = e.model.n_layers
+    e.step_log = []
+    batch = [GenRequest(i, prompt(i, 10), short) for i in range(4)]
+    hot = GenRequest(-1, prompt(50, 22), SamplingParams(max_tokens=2, temperature=0.0))
+    results = {r.key: r for r in e.generate(batch, urgent=on_call(layers + 1, hot))}
+    keys = [[c.seq.key for c in s.chunks] for s in e.step_log]
+    assert keys[1] == [0, 1, 2, 3]                 # no cut-in step logged inside step 1
+    assert keys[2] == [-1]                         # the prompt alone at the next step, after preempting
+    assert sum(s.preempted for s in e.step_log) > 0
     for r in [*batch, hot]:
         assert results[r.key].output_ids == alone(tiny_model, r)

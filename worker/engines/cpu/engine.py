@@ -170,16 +170,30 @@ class CpuEngine:
                 ready.append(seq)
             return None
 
+        last_urgent = -RUSH_WINDOW_S
+
+        def admit_urgent() -> list[Sequence]:
+            nonlocal last_urgent
+            admitted = []
+            for request in urgent() if urgent is not None else ():
+                last_urgent = time.monotonic()
+                seq = self._sequence(request)
+                if seq.finish_reason is None:
+                    sched.admit_urgent(seq)
+                    admitted.append(seq)
+                else:
+                    ready.append(seq)
+            return admitted
+
+        def cut_in() -> None:
+            """Between two layers of a step: interactive requests that arrived meanwhile run their prompt now,
+            so their first token waits for one layer of the step in flight, not for all of it."""
+            if (admitted := admit_urgent()) and (step := sched.cut_in(admitted)).chunks:
+                ready.extend(self._run(sched, step))
+
         try:
-            last_urgent = -RUSH_WINDOW_S
             while True:
-                for request in urgent() if urgent is not None else ():
-                    last_urgent = time.monotonic()
-                    seq = self._sequence(request)
-                    if seq.finish_reason is None:
-                        sched.admit_urgent(seq)
-                    else:
-                        ready.append(seq)
+                admit_urgent()
                 if cancelled is not None:
                     for seq in [*sched.running, *sched.waiting]:
                         if cancelled(seq.key):
@@ -187,10 +201,11 @@ class CpuEngine:
                 rush = time.monotonic() - last_urgent < RUSH_WINDOW_S or any(s.urgent for s in sched.running)
                 sched.batch_cap = self.rush_tokens if rush else None
                 step = sched.schedule(pull)
-                done = ready + step.finished
-                ready.clear()
+                done = step.finished
                 if step.chunks:
-                    done += self._run(sched, step)
+                    done += self._run(sched, step, cut_in if urgent is not None else None)
+                done += ready
+                ready.clear()
                 for seq in done:
                     yield self._result(seq)
                 if not step.chunks and not sched.has_work():
@@ -219,8 +234,9 @@ class CpuEngine:
             seq.lookup = PromptLookup(self.spec.min_n, self.spec.max_n, self.spec.tokens)
         return seq.lookup.propose(seq.tokens, most)
 
-    def _run(self, sched: Scheduler, step: Step) -> list[Sequence]:
-        """One forward pass over the step's chunks; returns the sequences that finished."""
+    def _run(self, sched: Scheduler, step: Step, between: Callable[[], None] | None = None) -> list[Sequence]:
+        """One forward pass over the step's chunks (``between`` runs between its layers); returns the
+        sequences that finished."""
         ids: list[int] = []
         chunks: list[Chunk] = []
         positions: list[torch.Tensor] = []
@@ -241,7 +257,8 @@ class CpuEngine:
                 sample_rows.append(row + c.n - 1)
                 samplers.append(c.seq)
         attn = PagedAttention(self.pool, chunks, self.model.head_dim ** -0.5, self.decode_kernel)
-        logits = self.model.forward(torch.tensor(ids), torch.cat(positions), attn, torch.tensor(sample_rows, dtype=torch.long))
+        logits = self.model.forward(torch.tensor(ids), torch.cat(positions), attn,
+                                    torch.tensor(sample_rows, dtype=torch.long), between)
         for c in step.chunks:
             if not c.draft:
                 sched.advance(c)

@@ -108,11 +108,15 @@ class Llama:
         """RMSNorm computed in float32, as the reference Llama does: in bfloat16 greedy answers drift."""
         return F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(x.dtype) * weight
 
-    def forward(self, ids: torch.Tensor, pos: torch.Tensor, attn, sample_rows: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, pos: torch.Tensor, attn, sample_rows: torch.Tensor,
+                between: Callable[[], None] | None = None) -> torch.Tensor:
         """Logits (float32, [len(sample_rows), vocab]) after one pass over the flattened tokens.
 
         ``ids`` and ``pos`` are [N]; ``attn(layer, q, k, v)`` stores this step's
         K/V and returns each token's attention output ([N, heads, head_dim]).
+        ``between()``, when given, runs after every layer but the last: the
+        engine runs a whole other step there (an interactive prompt cutting in),
+        which touches neither this step's activations nor its K/V.
         Few, fused ops per layer: at decode time the matmuls are small, so the
         per-op overhead of eager torch is a large part of a step.
         """
@@ -129,4 +133,6 @@ class Llama:
             x = x + wo(o.reshape(N, H * D))
             gate, up = wgu(self._norm(x, ln2)).chunk(2, dim=-1)
             x = x + wdown(F.silu(gate) * up)
+            if between is not None and i + 1 < self.n_layers:
+                between()
         return self.head(self._norm(x[sample_rows], self.norm)).float()

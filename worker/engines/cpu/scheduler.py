@@ -29,7 +29,9 @@ Shaped after vLLM V1's scheduler (there is no separate prefill or decode phase):
   or admission): its time is the interactive request's time to first token,
   after the step in flight. While interactive work is about, the engine also caps
   what a step carries of batch work (``batch_cap`` tokens, oldest sequences
-  first): the others keep their blocks and wait.
+  first): the others keep their blocks and wait. An urgent sequence that
+  arrives while a step runs does not wait for it: the engine runs its prompt
+  between two layers of that step (``cut_in``).
 * With speculative decoding (``speculative.py``), a decoding sequence's chunk
   grows by a draft after every running sequence has its own chunk, from what
   is left of the token budget and the free blocks (a draft never preempts);
@@ -127,6 +129,21 @@ class Scheduler:
         if seq.cached_tokens is None:
             seq.cached_tokens = min(seq.computed, seq.prompt_len)
         self.running.insert(sum(s.urgent for s in self.running), seq)
+
+    def cut_in(self, seqs: list[Sequence]) -> Step:
+        """A step of the prompts of ``seqs`` (just admitted urgent sequences) alone, to run between two
+        layers of the step in flight. Blocks come from the free pool only: the step in flight holds its
+        own, so nothing can be preempted now; a prompt that does not fit waits for the next step."""
+        step, budget = Step([]), self.step_tokens
+        for seq in seqs:
+            n = min(len(seq.tokens) - seq.computed, budget)
+            need = self.blocks.blocks_for(seq.computed + n) - len(seq.block_table)
+            if n <= 0 or need > self.blocks.free_blocks:
+                break
+            seq.block_table += self.blocks.allocate(need)
+            step.chunks.append(ScheduledChunk(seq, seq.computed, n))
+            budget -= n
+        return step
 
     def schedule(self, pull: Callable[[], Sequence | None]) -> Step:
         budget = self.step_tokens
