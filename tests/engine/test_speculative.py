@@ -117,6 +117,28 @@ def test_greedy_outputs_are_those_of_plain_decoding(tiny_model: Path) -> None:
     assert e.blocks.free_blocks == e.num_blocks
 
 
+def test_no_drafts_in_steps_of_more_sequences_than_the_limit(tiny_model: Path, monkeypatch) -> None:
+    """With BLENDSERVE_SPEC_MAX_RUNNING=2, a step of three or four decoding sequences carries no draft;
+    once two are left they draft again; every output still equals plain decoding's."""
+    monkeypatch.setenv("BLENDSERVE_SPECULATIVE", "ngram")
+    monkeypatch.setenv("BLENDSERVE_SPEC_MAX_RUNNING", "2")
+    spec = SharedSpecConfig.from_env()
+    assert spec.max_running == 2
+    requests = [GenRequest(i, p, SamplingParams(max_tokens=4 + 6 * i, temperature=0.0))
+                for i, p in enumerate(prompts(4))]
+    plain = run(engine(tiny_model, OFF), requests)
+    e = engine(tiny_model, SpecConfig(spec.method, 3, 1, 3, spec.max_running))
+    e._draft = lambda seq, most: [7] * min(2, most, seq.state[0].params.max_tokens - len(seq.output) - 1)
+    e.step_log = []
+    got = run(e, requests)
+    sizes = [(len(s.chunks), s.draft_tokens) for s in e.step_log]
+    assert all(drafts == 0 for n, drafts in sizes if n > 2)
+    assert any(drafts > 0 for n, drafts in sizes if n <= 2)
+    assert any(n > 2 for n, _ in sizes)
+    for key, result in plain.items():
+        assert got[key].output_ids == result.output_ids
+
+
 def test_accepted_runs_save_steps_and_are_counted(tiny_model: Path) -> None:
     requests = [GenRequest(i, p, SamplingParams(max_tokens=40, temperature=0.0)) for i, p in enumerate(prompts(3))]
     off = engine(tiny_model, OFF, max_running=1)

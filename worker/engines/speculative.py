@@ -16,16 +16,23 @@ from dataclasses import dataclass
 DEFAULT_TOKENS = 8     # draft tokens a step at most
 DEFAULT_MIN_N = 2      # a single matching token too often continues differently (chat)
 DEFAULT_MAX_N = 3
+# Drafts only in steps of at most this many sequences (CPU engine). A CPU step costs a fixed part
+# (reading the weights) plus about its tokens: with few sequences the fixed part dominates and draft
+# tokens ride nearly free; with many, every draft token costs what a decode token does, and a draft
+# the model rejects is pure loss (BENCHMARKS.md, speculative decoding).
+DEFAULT_MAX_RUNNING = 16
 
 
 @dataclass(frozen=True)
 class SpecConfig:
-    """``BLENDSERVE_SPECULATIVE`` = ``ngram`` | ``off``; ``BLENDSERVE_SPEC_TOKENS`` = draft tokens a step."""
+    """``BLENDSERVE_SPECULATIVE`` = ``ngram`` | ``off``; ``BLENDSERVE_SPEC_TOKENS`` = draft tokens a step;
+    ``BLENDSERVE_SPEC_MAX_RUNNING`` = the most sequences a CPU step may carry and still draft."""
 
     method: str = "off"
     tokens: int = DEFAULT_TOKENS
     min_n: int = DEFAULT_MIN_N
     max_n: int = DEFAULT_MAX_N
+    max_running: int = DEFAULT_MAX_RUNNING
 
     @classmethod
     def from_env(cls, default: str = "off") -> "SpecConfig":
@@ -37,7 +44,8 @@ class SpecConfig:
             raise ValueError(f"BLENDSERVE_SPECULATIVE={method!r}: use 'ngram' or 'off'")
         return cls(method, int(env("BLENDSERVE_SPEC_TOKENS") or DEFAULT_TOKENS),
                    int(env("BLENDSERVE_SPEC_NGRAM_MIN") or DEFAULT_MIN_N),
-                   int(env("BLENDSERVE_SPEC_NGRAM_MAX") or DEFAULT_MAX_N))
+                   int(env("BLENDSERVE_SPEC_NGRAM_MAX") or DEFAULT_MAX_N),
+                   int(env("BLENDSERVE_SPEC_MAX_RUNNING") or DEFAULT_MAX_RUNNING))
 
     @property
     def on(self) -> bool:

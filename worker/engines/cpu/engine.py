@@ -159,7 +159,7 @@ class CpuEngine:
         torch.set_num_threads(self.threads)    # in the thread that runs the steps: see _one_thread
         stream = iter(requests)
         sched = self._sched = Scheduler(self.blocks, self.max_running, self.step_tokens,
-                                        self._draft if self.spec.on else None)
+                                        self._draft if self.spec.on else None, self.spec.max_running)
         ready: list[Sequence] = []      # finished without running (nothing to generate)
 
         def pull() -> Sequence | None:

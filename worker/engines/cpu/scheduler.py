@@ -32,7 +32,8 @@ Shaped after vLLM V1's scheduler (there is no separate prefill or decode phase):
   first): the others keep their blocks and wait. An urgent sequence that
   arrives while a step runs does not wait for it: the engine runs its prompt
   between two layers of that step (``cut_in``).
-* With speculative decoding (``speculative.py``), a decoding sequence's chunk
+* With speculative decoding (``speculative.py``), in steps of few sequences
+  (``draft_max_running``), a decoding sequence's chunk
   grows by a draft after every running sequence has its own chunk, from what
   is left of the token budget and the free blocks (a draft never preempts);
   ``advance`` then commits only the verified tokens and frees blocks that only
@@ -104,10 +105,12 @@ class Scheduler:
     WATERMARK = 0.01   # share of blocks a new admission leaves free, so running decodes rarely preempt at once
 
     def __init__(self, blocks: BlockManager, max_running: int, step_tokens: int,
-                 drafter: Callable[[Sequence, int], list[int]] | None = None) -> None:
-        """``drafter(seq, most)``, when given, proposes up to ``most`` tokens to follow ``seq``."""
+                 drafter: Callable[[Sequence, int], list[int]] | None = None, draft_max_running: int = 0) -> None:
+        """``drafter(seq, most)``, when given, proposes up to ``most`` tokens to follow ``seq``, in steps
+        of at most ``draft_max_running`` sequences (0: any)."""
         self.blocks = blocks
         self.drafter = drafter
+        self.draft_max_running = draft_max_running
         self.max_running = max_running
         self.step_tokens = step_tokens
         self.running: list[Sequence] = []
@@ -184,7 +187,7 @@ class Scheduler:
             i += 1
         # Victims come from the tail, after every sequence already scheduled: no chunk needs dropping.
         self.preemptions += step.preempted
-        if self.drafter is not None:
+        if self.drafter is not None and (not self.draft_max_running or len(scheduled) <= self.draft_max_running):
             budget = self._draft(scheduled, budget)
         if not step.preempted and batch_left > 0:
             self._admit(pull, min(budget, batch_left), scheduled, step)
