@@ -120,6 +120,7 @@ class CpuEngine:
         self.max_running = max_running or int(_env("BLENDSERVE_CPU_MAX_BATCH", DEFAULT_MAX_RUNNING))
         self.step_tokens = step_tokens or int(_env("BLENDSERVE_CPU_MAX_BATCHED_TOKENS", DEFAULT_STEP_TOKENS))
         self.rush_tokens = int(_env("BLENDSERVE_CPU_RUSH_TOKENS", RUSH_BATCH_TOKENS))
+        self.cut_in = bool(_env("BLENDSERVE_CPU_CUT_IN", 1))   # interactive prompts run between layers
         if kv_capacity_tokens is None:
             gb = kv_gb if kv_gb is not None else _env("BLENDSERVE_CPU_KV_GB", DEFAULT_KV_GB)
             kv_capacity_tokens = int(gb * 2**30) // self.model.kv_bytes_per_token()
@@ -203,7 +204,7 @@ class CpuEngine:
                 step = sched.schedule(pull)
                 done = step.finished
                 if step.chunks:
-                    done += self._run(sched, step, cut_in if urgent is not None else None)
+                    done += self._run(sched, step, cut_in if urgent is not None and self.cut_in else None)
                 done += ready
                 ready.clear()
                 for seq in done:
