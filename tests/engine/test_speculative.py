@@ -105,6 +105,17 @@ def test_switch_reads_the_environment_and_configures_vllm_and_sglang(monkeypatch
     assert "speculative_config" not in VllmOptions.from_env().engine_args(Path("/m"), "m")
 
 
+def test_the_cpu_engine_speculates_by_default_in_small_steps_only(tiny_model: Path, monkeypatch) -> None:
+    """Measured faster on rewrite and chat alike at a few running sequences, so on there by default; off
+    when the deployment says so."""
+    monkeypatch.delenv("BLENDSERVE_SPECULATIVE", raising=False)
+    monkeypatch.delenv("BLENDSERVE_SPEC_MAX_RUNNING", raising=False)
+    e = CpuEngine(tiny_model, "tiny", threads=1, kv_capacity_tokens=256, dtype=torch.float32)
+    assert e.spec.on and e.spec.max_running == 4
+    monkeypatch.setenv("BLENDSERVE_SPECULATIVE", "off")
+    assert not CpuEngine(tiny_model, "tiny", threads=1, kv_capacity_tokens=256, dtype=torch.float32).spec.on
+
+
 def test_greedy_outputs_are_those_of_plain_decoding(tiny_model: Path) -> None:
     requests = [GenRequest(i, p * 2, SamplingParams(max_tokens=30, temperature=0.0)) for i, p in enumerate(prompts(5))]
     plain = run(engine(tiny_model, OFF), requests)

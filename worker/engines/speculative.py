@@ -20,7 +20,7 @@ DEFAULT_MAX_N = 3
 # (reading the weights) plus about its tokens: with few sequences the fixed part dominates and draft
 # tokens ride nearly free; with many, every draft token costs what a decode token does, and a draft
 # the model rejects is pure loss (BENCHMARKS.md, speculative decoding).
-DEFAULT_MAX_RUNNING = 16
+DEFAULT_MAX_RUNNING = 4
 
 
 @dataclass(frozen=True)

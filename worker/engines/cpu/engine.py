@@ -8,8 +8,9 @@ So the order in which the planner feeds requests changes the engine's speed
 the way it does on a GPU engine: prefix order keeps the block cache hitting,
 and a blend of long prompts and long outputs fills steps with both.
 
-With ``BLENDSERVE_SPECULATIVE=ngram`` a decoding sequence's chunk carries a
-prompt-lookup draft, verified in the same step (``speculative.py``).
+Unless ``BLENDSERVE_SPECULATIVE=off``, in steps of few sequences a decoding
+sequence's chunk carries a prompt-lookup draft, verified in the same step
+(``speculative.py``).
 """
 from __future__ import annotations
 
@@ -127,7 +128,9 @@ class CpuEngine:
         self.num_blocks = max(1, kv_capacity_tokens // self.block_size)
         self._fresh_cache()
         self.step_log: list[Step] | None = None   # set to [] to record every step (benchmarks, tests)
-        self.spec = speculative or SpecConfig.from_env()
+        # On by default here, in steps of at most 4 sequences: measured faster on rewrite and chat
+        # alike there (BENCHMARKS.md, session 14); vLLM and SGLang stay off unless set.
+        self.spec = speculative or SpecConfig.from_env(default="ngram")
         self.spec_stats = SpecStats()
 
     def _fresh_cache(self) -> None:
