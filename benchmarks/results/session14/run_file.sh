@@ -13,9 +13,4 @@ if ! grep -qs "\"file\": \"$name\"" $R/service_runs.jsonl; then
 fi
 db=$(grep "\"file\": \"$name\"" $R/service_runs.jsonl | tail -1 | $PY -c "import json,sys; print(json.loads(sys.stdin.read())['db'])")
 $PY -m benchmarks.engine_orders "$db" --runs "$runs" --orders plan dfs fcfs --json $R/engine_orders.jsonl --steps $R/steps.jsonl
-# the simulator on every file measured so far (cheap; in the same quiet window), and the simulator change's tests
-for fit in others all; do
-  $PY -m benchmarks.sim_vs_engine --runs $R/engine_orders.jsonl --steps $R/steps.jsonl --fit $fit > $R/sim_vs_engine_$fit.jsonl 2>$R/sim_vs_engine_$fit.err || true
-done
-$PY -m benchmarks.sim_vs_engine --runs $R/engine_orders.jsonl --steps $R/steps.jsonl --fit all --overlap nanoflow > $R/sim_vs_engine_all_nanoflow.jsonl 2>&1 || true
-$PY -m pytest -q tests/simulator/test_overheads.py tests/planner/test_perf.py > $R/tests_quick.log 2>&1 || true
+benchmarks/results/session14/analyse.sh || true
