@@ -9,4 +9,4 @@ for fit in others all; do
   $PY -m benchmarks.sim_vs_engine --runs $R/engine_orders.jsonl --steps $R/steps.jsonl --fit $fit > $R/sim_vs_engine_$fit.jsonl
 done
 $PY -m benchmarks.sim_vs_engine --runs $R/engine_orders.jsonl --steps $R/steps.jsonl --fit all --overlap nanoflow > $R/sim_vs_engine_all_nanoflow.jsonl 2>&1
-$PY -m pytest -q tests/simulator/test_overheads.py tests/planner/test_perf.py > $R/tests_quick.log 2>&1
+$PY -m pytest -q tests/simulator/test_overheads.py tests/simulator/test_sim_vs_engine.py tests/planner/test_perf.py > $R/tests_quick.log 2>&1
