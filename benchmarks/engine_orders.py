@@ -11,6 +11,8 @@ Every step is timed, and one least-squares fit over all runs gives the step's
 cost as fixed + per token + per decode position read + per prefill attention
 pair: the terms say what an order can change (the fixed part is what a blend
 saves by merging steps) and what it cannot (tokens cost the same in any order).
+With --steps every step's shape and time goes to a JSONL file (one line a run),
+from which benchmarks/sim_vs_engine.py fits the simulator's CPU profile.
 
     PYTHONPATH=. .venv/bin/python -m benchmarks.engine_orders /tmp/bs-cpu-c-XXXX/blendserve.db --runs 3
 """
@@ -54,6 +56,13 @@ def features(step: Step) -> list[float]:
             sum(c.n * (c.start + c.n) for c in prefills)]
 
 
+def shape(step: Step) -> dict:
+    """What the simulator's step model prices: decodes (count, KV positions read) and prefill chunks."""
+    decodes = [c for c in step.chunks if c.n == 1]
+    return {"decodes": len(decodes), "decode_positions": sum(c.start + 1 for c in decodes),
+            "prefill": [[c.start, c.n] for c in step.chunks if c.n > 1]}
+
+
 def timed_run(path: Path, reqs: list[GenRequest]) -> tuple[float, list[tuple[float, list[float], Step]]]:
     engine = CpuEngine(path, SMOLLM2)
     steps: list[tuple[float, list[float], Step]] = []
@@ -78,6 +87,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--orders", nargs="+", default=["plan", "dfs", "fcfs"])
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--steps", type=Path, help="append every run's steps (seconds and shape) to this JSONL file")
     args = ap.parse_args()
     path = model_paths(Settings())[SMOLLM2]
     orders = load(args.db)
@@ -94,8 +104,13 @@ def main() -> None:
                    "decode_tokens_per_step": round(statistics.mean(s.decode_tokens for *_, s in steps), 1),
                    "terms": [round(sum(f[i] for _, f, _ in steps), 1) for i in range(len(TERMS))],
                    "load": os.getloadavg()[0]}
+            row["step_seconds"] = round(sum(t for t, _, _ in steps), 3)
             runs[order].append(row)
             print(json.dumps(row), flush=True)
+            if args.steps:
+                with args.steps.open("a") as f:
+                    f.write(json.dumps({"db": str(args.db), "order": order, "seconds": seconds,
+                                        "steps": [[round(t, 6), shape(s)] for t, _, s in steps]}) + "\n")
             if args.json:
                 with args.json.open("a") as f:
                     f.write(json.dumps(row) + "\n")

@@ -31,6 +31,25 @@ class HardwareProfile:
     # Bandwidth of the per-step weight reads when it differs from the K/V reads' (None: the same).
     # The CPU profile folds the weight reads into step_overhead and sets inf here.
     weight_bandwidth: float | None = None
+    # FLOP/s of prefill attention when it differs from the dense matmuls' (None: the same). On the CPU
+    # engine a chunk's attention runs torch's SDPA over gathered blocks, several times slower per FLOP
+    # than its GEMMs (session 14's step fit), so one rate cannot price both.
+    attention_flops: float | None = None
+
+    @classmethod
+    def from_step_costs(cls, name: str, model: "ModelProfile", *, fixed: float, per_token: float,
+                        per_position: float, per_pair: float = 0.0, per_sequence: float = 0.0,
+                        per_cached_chunk: float = 0.0, memory_bytes: float = 24e9) -> "HardwareProfile":
+        """The profile whose simulated step (sequential overlap, efficiency 1) costs exactly
+        fixed + per_token x tokens + per_position x KV positions decodes read + per_pair x prefill
+        attention pairs (c (s + c/2) for a c-token chunk from position s) + per_sequence x decodes +
+        per_cached_chunk x chunks after a cached prefix: a least-squares fit of a real engine's
+        steps (benchmarks/sim_vs_engine.py) turned into the simulator's units."""
+        return cls(name, flops=2.0 * model.params / per_token, bandwidth=model.kv_bytes_per_token / per_position,
+                   memory_bytes=memory_bytes, step_overhead=fixed, seq_overhead=per_sequence,
+                   chunk_overhead=per_cached_chunk, prefill_attention=per_pair > 0,
+                   weight_bandwidth=float("inf"),
+                   attention_flops=4.0 * model.q_dim * model.layers / per_pair if per_pair > 0 else None)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ after): max(comp, W / B) + KV / B, over the efficiency. A profile's fixed costs
 (step_overhead per step, seq_overhead per decoding sequence, chunk_overhead per
 prefill chunk after a cached prefix) are added as they are: they are measured,
 not peak figures; a profile with prefill_attention counts a chunk's attention
-over its context, 4 c (s + c/2) q_dim L FLOPs for c tokens from position s. The efficiency is calibrated on the paper's
+over its context, 4 c (s + c/2) q_dim L FLOPs for c tokens from position s, at
+its attention_flops rate where it has one. The efficiency is calibrated on the paper's
 Table 1, whose roofline estimates of GEMM and attention times were within 6%
 of measured kernels: we take the pessimistic end, 0.94, so a step is never
 faster than the paper's kernels. Since every step scales by the same factor,
@@ -217,7 +218,8 @@ class _Engine:
         self.eff = config.efficiency
         self.sequential = config.overlap == "sequential"
         self.step_o, self.seq_o, self.chunk_o = hw.step_overhead, hw.seq_overhead, hw.chunk_overhead
-        self.attn_s = 4.0 * model.q_dim * model.layers / hw.flops if hw.prefill_attention else 0.0
+        self.attn_s = (4.0 * model.q_dim * model.layers / (hw.attention_flops or hw.flops)
+                       if hw.prefill_attention else 0.0)
         self.chunk_costs = bool(self.attn_s or self.chunk_o)
 
     def _chunk_cost(self, r: _Running, c: int) -> tuple[float, float]:
