@@ -71,6 +71,6 @@ def test_tokenizing_resumes_after_its_last_line_and_a_new_leader_finds_the_rest(
     with sched.sessions.begin() as s:      # cancelled: its last queued rows are never tokenized
         s.execute(update(Batch).where(Batch.id == second).values(status="cancelling"))
     assert intake.tokenize_queued(sched.sessions, sched.store, sched.models(), progress=progress) == 0
-    assert progress.after == {} and progress.finished == set()       # forgotten once not running
+    assert progress.after == {first: 10} and progress.finished == {first}   # the cancelled one forgotten
     assert _statuses(sched, second) == ["pending"] * 4 + ["queued"] * 2
     assert _statuses(sched, first) == ["pending"] * 10
