@@ -62,7 +62,6 @@ from tests.live import Deployment, pg_schema_url
 MODEL = "echo-8b"
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 CLAIM = re.compile(r"claimed chunk \d+ \(\d+ requests?\) in ([\d.]+) ms")
-CLAIM_TX = re.compile(r"claimed chunk \d+ \(\d+ requests?\) in [\d.]+ ms \(transaction ([\d.]+) ms\)")
 ROUND = re.compile(r"round ([\d.]+)s")
 
 
@@ -208,9 +207,7 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
                                         "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
                                         "AND c.relkind = 'r'"))
         eng.dispose()
-        worker_logs = [d.log(n, tail=None) for n in d.procs if n.startswith("worker")]
-        claims = [float(m) for text in worker_logs for m in CLAIM.findall(text)]
-        claims_tx = [float(m) for text in worker_logs for m in CLAIM_TX.findall(text)]
+        claims = [float(m) for n in d.procs if n.startswith("worker") for m in CLAIM.findall(d.log(n, tail=None))]
         rounds = [float(m) for m in ROUND.findall(d.log("scheduler", tail=None) + d.log("standby", tail=None))]
         start = min(b.first_run_at for b in bts.values())
         wait = [bts[b].first_run_at - bts[b].in_progress_at for b in ids]
@@ -225,9 +222,6 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
             "results_per_s": round(n_done / max(last - start, 1e-9), 1),
             "claim_ms_p50": pct(claims, 50) if claims else None, "claim_ms_p99": pct(claims, 99) if claims else None,
             "claims": len(claims),
-            # the claim transaction alone: without the wait for a sibling rank's claim in the same process
-            "claim_tx_ms_p50": pct(claims_tx, 50) if claims_tx else None,
-            "claim_tx_ms_p99": pct(claims_tx, 99) if claims_tx else None,
             "first_claim_after_in_progress_s_max": round(max(wait), 2),
             "first_claim_after_in_progress_s_p50": pct(wait, 50),
             "validation_s_max": round(max(bts[b].in_progress_at - created[b] for b in ids), 2),

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from sqlalchemy import event, func, select, update
+from sqlalchemy import event, func, select
 
 from core.bodies import tokenize
 from core.config import Settings
@@ -195,27 +195,6 @@ def test_a_claim_takes_the_chunk_and_reads_its_rows_in_plan_order(db):
     assert claims.claim(sessions, "worker_a", "m", 30) is None   # the only chunk is held
 
 
-def test_a_claim_is_one_statement_on_postgresql_and_a_chunk_lost_twice_runs_its_requests_alone(db, backend):
-    engine, sessions = db
-    _batch(sessions, 4, chunks=2)
-    _worker(sessions, "worker_a")
-    first = claims.claim(sessions, "worker_a", "m", 30)      # reads the worker list, marks the batch started
-    statements = []
-    event.listen(engine, "before_cursor_execute", lambda conn, cur, stmt, *rest: statements.append(stmt))
-    second = claims.claim(sessions, "worker_a", "m", 30)
-    assert second.id != first.id and len(second.rows) == 2 and {r.attempts for r in second.rows} == {0}
-    if backend == "postgresql":
-        assert len(statements) == 1         # pick, lock, take and read in one statement
-    # The first chunk's lease runs out after its second lost claim: the next claim takes it back, and
-    # its requests are marked to run one at a time.
-    with sessions.begin() as s:
-        s.execute(update(Chunk).where(Chunk.id == first.id).values(lease_until=0.0, attempts=2))
-    again = claims.claim(sessions, "worker_b", "m", 30)
-    assert again.id == first.id and [r.attempts for r in again.rows] == [1, 1]
-    with sessions() as s:
-        assert (s.get(Chunk, first.id).worker_id, s.get(Chunk, first.id).attempts) == ("worker_b", 3)
-
-
 def test_the_live_worker_list_is_read_once_per_interval_and_again_for_a_newcomer(db):
     engine, sessions = db
     _batch(sessions, 8, chunks=4)
@@ -236,7 +215,7 @@ def test_idle_ranks_of_a_process_share_an_empty_claim(db):
     reads = _count(engine, "chunks")
     gate = _Claims()
     results = []
-    threads = [threading.Thread(target=lambda: results.append(gate.claim(sessions, "worker_a", "m", 30, 5.0)[0]))
+    threads = [threading.Thread(target=lambda: results.append(gate.claim(sessions, "worker_a", "m", 30, 5.0)))
                for _ in range(8)]
     for t in threads:
         t.start()
@@ -247,9 +226,9 @@ def test_idle_ranks_of_a_process_share_an_empty_claim(db):
     # Once the interval is over the next claim asks again, and finds the new work.
     gate.empty_at -= 5.0
     _batch(sessions, 4)
-    got, took = gate.claim(sessions, "worker_a", "m", 30, 5.0)
-    assert got is not None and len(got.rows) == 4 and took > 0
-    assert gate.claim(sessions, "worker_a", "m", 30, 5.0)[0] is None        # a success re-opens the gate: it asks
+    got = gate.claim(sessions, "worker_a", "m", 30, 5.0)
+    assert got is not None and len(got.rows) == 4
+    assert gate.claim(sessions, "worker_a", "m", 30, 5.0) is None        # a success re-opens the gate: it asks
     assert len(reads) == 3
 
 
@@ -261,14 +240,14 @@ def test_the_shared_empty_claim_holds_longer_while_claims_stay_empty(db):
     reads = _count(engine, "chunks")
     gate, poll = _Claims(), 5.0
     for n in range(1, 6):       # holds of 1, 2, 4, 4, 4 poll intervals (IDLE_BACKOFF = 4)
-        assert gate.claim(sessions, "worker_a", "m", 30, poll)[0] is None and gate.empty == n   # asked: empty again
+        assert gate.claim(sessions, "worker_a", "m", 30, poll) is None and gate.empty == n   # asked: empty again
         asked, hold = len(reads), min(2 ** (n - 1), IDLE_BACKOFF) * poll
         gate.empty_at = time.monotonic() - hold + 0.5
-        assert gate.claim(sessions, "worker_a", "m", 30, poll)[0] is None and len(reads) == asked   # held: no question
+        assert gate.claim(sessions, "worker_a", "m", 30, poll) is None and len(reads) == asked   # held: no question
         gate.empty_at = time.monotonic() - hold - 0.5                                            # past it: asks
     assert len(reads) == 5
     _batch(sessions, 4)
-    assert gate.claim(sessions, "worker_a", "m", 30, poll)[0] is not None
+    assert gate.claim(sessions, "worker_a", "m", 30, poll) is not None
     assert gate.empty == 0      # a success: the next empty claim holds one interval again
 
 

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import NamedTuple
 
-from sqlalchemy import Row, and_, bindparam, case, exists, or_, select, text, update
+from sqlalchemy import Row, and_, bindparam, case, exists, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.models import Batch, Chunk, Request, Worker
@@ -77,52 +77,6 @@ _ROWS = (select(Request.id, Request.batch_id, Request.body, Request.prompt_ids, 
          .where(Request.chunk_id == bindparam("cid"), Request.status == "planned").order_by(Request.position))
 
 
-# PostgreSQL: pick, lock and take the chunk and read its rows in one statement. Each round trip of a
-# claim also waits for the GIL on its way back (16 echo ranks share a process), so the claim's
-# latency follows its round trips: 5 before (begin, pick, take, read, commit), 3 now.
-_CLAIM_PG = text("""
-WITH c AS (
-    SELECT id, status, attempts FROM chunks
-    WHERE model = :model AND (status = 'pending' OR (status = 'claimed' AND lease_until < :now))
-    ORDER BY CASE WHEN rank IS NULL OR rank = :rank THEN 0 ELSE 1 END, seq
-    LIMIT 1 FOR UPDATE SKIP LOCKED),
-t AS (
-    UPDATE chunks SET status = 'claimed', worker_id = :wid, lease_until = :until, attempts = chunks.attempts + 1
-    FROM c WHERE chunks.id = c.id
-    RETURNING chunks.id AS chunk_id, c.status AS was, c.attempts AS tries)
-SELECT t.chunk_id, t.was, t.tries, r.id, r.batch_id, r.body, r.prompt_ids, r.max_tokens, r.attempts, b.endpoint
-FROM t LEFT JOIN (requests r JOIN batches b ON b.id = r.batch_id) ON r.chunk_id = t.chunk_id AND r.status = 'planned'
-ORDER BY r.position""")
-
-
-def _suspects(s: Session, chunk_id: int) -> None:
-    """A chunk whose claims were lost LOST_CLAIMS times: its requests not yet tried run alone."""
-    s.execute(update(Request).where(Request.chunk_id == chunk_id, Request.status == "planned",
-                                    Request.attempts == 0).values(attempts=1))
-
-
-def _take(s: Session, worker_id: str, model: str, lease_s: float, rank: int | None,
-          now: float) -> Claimed | None:
-    if s.get_bind().dialect.name == "postgresql":
-        found = s.execute(_CLAIM_PG, {"model": model, "now": now, "rank": rank, "wid": worker_id,
-                                      "until": now + lease_s}).all()
-        if not found:
-            return None
-        head = found[0]
-        if head.was == "claimed" and head.tries >= LOST_CLAIMS:     # rare: read the rows again, marked
-            _suspects(s, head.chunk_id)
-            return Claimed(head.chunk_id, list(s.execute(_ROWS, {"cid": head.chunk_id})))
-        return Claimed(head.chunk_id, [r for r in found if r.id is not None])
-    mine = case((or_(Chunk.rank.is_(None), Chunk.rank == rank), 0), else_=1)
-    chunk = s.execute(_CANDIDATE.order_by(mine, Chunk.seq), {"model": model, "now": now}).first()
-    if chunk is None:
-        return None
-    if chunk.status == "claimed" and chunk.attempts >= LOST_CLAIMS:
-        _suspects(s, chunk.id)
-    s.execute(_TAKE, {"cid": chunk.id, "wid": worker_id, "until": now + lease_s})
-    return Claimed(chunk.id, list(s.execute(_ROWS, {"cid": chunk.id})))
-
-
 def claim(sessions: sessionmaker[Session], worker_id: str, model: str, lease_s: float) -> Claimed | None:
     """The next chunk in plan order, with its requests: chunks for any rank or for this worker's rank
     first, then (work stealing) the others' chunks, so no worker idles while work is left.
@@ -133,17 +87,22 @@ def claim(sessions: sessionmaker[Session], worker_id: str, model: str, lease_s: 
     now = time.time()
     with sessions.begin() as s:
         rank = _RANKS.rank(s, worker_id, model, lease_s, now)
-        got = _take(s, worker_id, model, lease_s, rank, now)
-        if got is None:
+        mine = case((or_(Chunk.rank.is_(None), Chunk.rank == rank), 0), else_=1)
+        chunk = s.execute(_CANDIDATE.order_by(mine, Chunk.seq), {"model": model, "now": now}).first()
+        if chunk is None:
             return None
-        rows = got.rows
+        if chunk.status == "claimed" and chunk.attempts >= LOST_CLAIMS:
+            s.execute(update(Request).where(Request.chunk_id == chunk.id, Request.status == "planned",
+                                            Request.attempts == 0).values(attempts=1))
+        s.execute(_TAKE, {"cid": chunk.id, "wid": worker_id, "until": now + lease_s})
+        rows = list(s.execute(_ROWS, {"cid": chunk.id}))
         db = id(s.get_bind())
         fresh = {(db, r.batch_id) for r in rows} - _STARTED
         if fresh:
             s.execute(update(Batch).where(Batch.id.in_([b for _, b in fresh]), Batch.first_run_at.is_(None))
                       .values(first_run_at=now))
     _STARTED.update(fresh)
-    return got
+    return Claimed(chunk.id, rows)
 
 
 def renew(sessions: sessionmaker[Session], chunk_id: int, worker_id: str, lease_s: float) -> bool:

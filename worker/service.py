@@ -136,16 +136,13 @@ class _Claims:
         self.empty = 0          # empty claims in a row: the mark holds longer, as idle_wait does
 
     def claim(self, sessions: sessionmaker[Session], worker_id: str, model: str, lease_s: float,
-              poll_s: float) -> tuple[claims.Claimed | None, float]:
-        """The claim, and the seconds its transaction took (the wait for a sibling's claim left out)."""
+              poll_s: float) -> claims.Claimed | None:
         with self.lock:
             if time.monotonic() - self.empty_at < poll_s * min(2 ** max(self.empty - 1, 0), IDLE_BACKOFF):
-                return None, 0.0
-            t0 = time.perf_counter()
+                return None
             got = claims.claim(sessions, worker_id, model, lease_s)
-            took = time.perf_counter() - t0
             self.empty_at, self.empty = (time.monotonic(), self.empty + 1) if got is None else (float("-inf"), 0)
-            return got, took
+            return got
 
 
 _SHARED: dict[int, tuple[_LiveBatches, _Claims]] = {}
@@ -290,16 +287,15 @@ class WorkerService:
             cid = None
             try:
                 t0 = time.perf_counter()
-                got, took = self.claims.claim(self.sessions, self.id, self.engine.model_name,
-                                              self.settings.lease_seconds, self.settings.poll_interval_s)
+                got = self.claims.claim(self.sessions, self.id, self.engine.model_name, self.settings.lease_seconds,
+                                        self.settings.poll_interval_s)
                 if got is None:
                     return
                 with _WORK:
                     _WORK.notify_all()
                 cid, rows = got
                 held = self.held[cid] = _Held()
-                log.info("claimed chunk %d (%d requests) in %.1f ms (transaction %.1f ms)", cid, len(rows),
-                         (time.perf_counter() - t0) * 1e3, took * 1e3)
+                log.info("claimed chunk %d (%d requests) in %.1f ms", cid, len(rows), (time.perf_counter() - t0) * 1e3)
                 self.live.watch({r.batch_id for r in rows})
             except Exception:
                 log.exception("claiming a chunk failed; trying again shortly")
