@@ -15,24 +15,39 @@ Lines go to benchmarks/results/control_plane.jsonl.
 Figures taken from the batch's own timestamps (validation, finalization) have a resolution
 of 1 s: the OpenAI object's times are integer epoch seconds.
 
-    # one batch of 1,000,000 requests at 1, 8, 32 and 64 ranks
-    PYTHONPATH=. .venv/bin/python benchmarks/control_plane.py --requests 1000000 --ranks 1,8,32,64
+Regime. By default an echo rank paces like one GPU serving an 8B model: up to 256
+sequences running, each emitting 45 tokens/s (lognormal around it), 256 tokens per
+request (--max-tokens), so a request takes about 5.8 s and a rank finishes about 44
+results/s; 64 ranks demand about 2,800/s, inside the 1,000-2,500 requests/s a 64-GPU
+cluster finishes (about 11,000 output tokens/s per GPU: batch serving of an 8B model
+on one H100-class GPU). The control plane must keep up with that demand. A saturated
+run (ranks flat out, far beyond any GPU: --max-tokens 16 --echo-tokens-per-s 50, about
+800 results/s a rank, 51,000/s demanded at 64 ranks) shows instead where this machine's
+2 cores bind. Each JSON line gives the demand (`demand_results_per_s`) beside the rate.
+
+    # one batch of 1,000,000 requests at 64 ranks
+    PYTHONPATH=. .venv/bin/python benchmarks/control_plane.py --requests 1000000 --ranks 64
+    # rank scaling, requests scaled with ranks so each run lasts a few minutes
+    PYTHONPATH=. .venv/bin/python benchmarks/control_plane.py --requests 10000,80000,300000 --ranks 1,8,32
     # 200 batches of 5,000 arriving 2 s apart, 64 ranks
     PYTHONPATH=. .venv/bin/python benchmarks/control_plane.py --requests 5000 --batches 200 --every 2 --ranks 64
+    # saturated: the CPU bound of the machine
+    PYTHONPATH=. .venv/bin/python benchmarks/control_plane.py --requests 300000 --ranks 64 --max-tokens 16 --echo-tokens-per-s 50
 
-Echo ranks pace like a GPU (BLENDSERVE_ECHO_TOKENS_PER_S per sequence, up to
-256 running), so with many ranks the database or this machine's CPUs bind;
-each JSON line says which process used the most CPU.
+Each JSON line says which process used the most CPU.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
+import shutil
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -103,8 +118,21 @@ def pg_backends(url: str, app: str) -> dict[int, float]:
     return out
 
 
+@dataclass(frozen=True)
+class Pace:
+    """How fast an echo rank serves: `tokens_per_s` per sequence, up to `max_running` at once."""
+    tokens_per_s: float
+    max_running: int
+    max_tokens: int
+
+    def results_per_s(self, ranks: int) -> float:
+        """What `ranks` ranks finish a second when never short of work (the engine's rate is lognormal,
+        sigma 0.2, around tokens_per_s: a request's mean time is max_tokens / tokens_per_s * e^0.02)."""
+        return ranks * self.max_running / (self.max_tokens / self.tokens_per_s * math.exp(0.02))
+
+
 def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, per_proc: int, polls_per_s: float,
-        plan_window: int) -> dict:
+        plan_window: int, pace: Pace) -> dict:
     """One deployment; the batches of `files` created `every_s` apart (all at once when 0); until all end."""
     tmp = Path(tempfile.mkdtemp(prefix="bs-cp-"))
     app = f"bs_cp_{tmp.name[-8:]}"
@@ -115,6 +143,8 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
                    BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_POLL_INTERVAL_S="0.1", BLENDSERVE_PLANNER="fcfs",
                    BLENDSERVE_PLAN_WINDOW=str(plan_window),
                    BLENDSERVE_DB_POOL_SIZE="4",     # 4 worker processes x <= 12 connections: PostgreSQL's 100 suffice
+                   BLENDSERVE_ECHO_TOKENS_PER_S=str(pace.tokens_per_s),
+                   BLENDSERVE_ECHO_MAX_RUNNING=str(pace.max_running),
                    TOKENIZERS_PARALLELISM="true")   # as in production (the test harness turns it off)
     d.start("api")
     d.start("scheduler", "scheduler")
@@ -187,6 +217,8 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
         return {
             "requests": sum(lines), "batches": len(ids), "every_s": every_s, "ranks": ranks,
             "worker_processes": i, "polls_per_s": polls_per_s, "plan_window": plan_window,
+            "echo_tokens_per_s": pace.tokens_per_s, "echo_max_running": pace.max_running,
+            "max_tokens": pace.max_tokens, "demand_results_per_s": round(pace.results_per_s(ranks)),
             "results_per_s": round(n_done / max(last - start, 1e-9), 1),
             "claim_ms_p50": pct(claims, 50) if claims else None, "claim_ms_p99": pct(claims, 99) if claims else None,
             "claims": len(claims),
@@ -209,6 +241,20 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
         }
     finally:
         d.stop()
+        drop(url, tmp)
+
+
+def drop(url: str, data_dir: Path) -> None:
+    """Free what a run stored (a 1,000,000-request run leaves gigabytes): its schema and its files;
+    the processes' logs stay in `data_dir`/logs."""
+    schema = url.split("search_path%3D", 1)[1].split("&", 1)[0]
+    eng = sa.create_engine(url.split("?", 1)[0])
+    with eng.begin() as c:
+        c.execute(sa.text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+    eng.dispose()
+    for p in data_dir.iterdir():
+        if p.name != "logs":
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 
 def per_1k(cpu: dict[str, float], results: int) -> dict[str, float]:
@@ -238,30 +284,41 @@ def main() -> None:
     from core.served import model_paths
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=100_000, help="requests per batch")
+    ap.add_argument("--requests", default="100000",
+                    help="requests per batch: one count, or one per rank count (as many as --ranks)")
     ap.add_argument("--batches", type=int, default=1)
     ap.add_argument("--every", type=float, default=0.0, help="seconds between batch arrivals")
     ap.add_argument("--ranks", default="1,8,32,64")
     ap.add_argument("--ranks-per-process", type=int, default=16)
     ap.add_argument("--polls-per-s", type=float, default=50.0)
-    ap.add_argument("--max-tokens", type=int, default=16)
+    ap.add_argument("--max-tokens", type=int, default=256, help="every request's max_tokens (its reply length)")
+    ap.add_argument("--echo-tokens-per-s", type=float, default=45.0, help="each running sequence's token rate")
+    ap.add_argument("--echo-max-running", type=int, default=256, help="sequences a rank runs at once")
     ap.add_argument("--plan-window", type=int, default=32768)
     ap.add_argument("--label", default="", help="a note stored with each line (which code, before/after)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/control_plane.jsonl"))
     args = ap.parse_args()
+    rank_counts = [int(r) for r in args.ranks.split(",")]
+    counts = [int(n) for n in args.requests.split(",")]
+    if len(counts) == 1:
+        counts *= len(rank_counts)
+    if len(counts) != len(rank_counts):
+        ap.error("--requests takes one count or one per rank count")
+    pace = Pace(args.echo_tokens_per_s, args.echo_max_running, args.max_tokens)
     tokenizer_model = model_paths(Settings())[SMOLLM2]      # its tokenizer and config; echo loads no weights
     data = Path(tempfile.mkdtemp(prefix="bs-cp-data-"))
-    files = []
-    for k in range(args.batches):
-        files.append(data / f"cp{k}.jsonl")
-        write_file(files[-1], args.requests, args.max_tokens, seed=k)
-    for ranks in map(int, args.ranks.split(",")):
+    for ranks, n in zip(rank_counts, counts):
+        files = []
+        for k in range(args.batches):
+            files.append(data / f"cp{n}-{k}.jsonl")
+            if not files[-1].exists():
+                write_file(files[-1], n, args.max_tokens, seed=k)
         r = run(tokenizer_model, files, args.every, ranks, args.ranks_per_process, args.polls_per_s,
-                args.plan_window)
+                args.plan_window, pace)
         print(json.dumps(r), flush=True)
         with open(args.out, "a") as f:
             f.write(json.dumps({"at": time.strftime("%Y-%m-%d %H:%M"), "label": args.label, **r}) + "\n")
-
+    shutil.rmtree(data, ignore_errors=True)
 
 if __name__ == "__main__":
     main()

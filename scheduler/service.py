@@ -89,6 +89,7 @@ class Scheduler:
         self.leading: bool | None = None
         self.renew_at = 0.0
         self.backoff = Backoff()
+        self.tokenized = intake.Progress()     # where tokenizing stands in each running batch
 
     def lead(self) -> bool:
         """Take or renew the scheduler lease; False while another live scheduler holds it.
@@ -118,7 +119,7 @@ class Scheduler:
     def tick(self) -> bool:
         """One pass of every duty; True if any of them found work (the next tick then comes at once)."""
         busy = self._validate_next()
-        busy = intake.tokenize_queued(self.sessions, self.store, self._models) > 0 or busy
+        busy = intake.tokenize_queued(self.sessions, self.store, self._models, progress=self.tokenized) > 0 or busy
         busy = planning.plan_round(self.sessions, self.settings, self.policy, readers=self.readers,
                                    backoff=self.backoff) > 0 or busy
         busy = lifecycle.settle(self.sessions, self.store, backoff=self.backoff) > 0 or busy

@@ -3,7 +3,7 @@ planned backlog as it is and plans only new work, a window at a time, after it; 
 of such a round goes ahead of the backlog. Every request ends up planned exactly once."""
 from __future__ import annotations
 
-from sqlalchemy import func, select, update
+from sqlalchemy import event, func, select, update
 
 from core.models import Batch, Chunk, Request
 from scheduler import intake, planning
@@ -84,3 +84,29 @@ def test_a_small_backlog_is_still_replanned_whole(tmp_path, backend, tiny_model)
         made = set(s.scalars(select(Chunk.created_at)))
         assert len(made) == 1 and not old & made, "the old pending chunks were dissolved and re-planned"
         assert s.scalar(select(func.count()).where(Request.status == "planned")) == 16
+
+
+def test_a_round_moves_its_requests_in_one_statement_on_postgresql(tmp_path, backend, tiny_model):
+    """The round's request updates go as arrays in one statement on PostgreSQL (a pipeline of one UPDATE
+    per row was ~0.8 s a round of 8,000), and a replan still puts every request in exactly one chunk."""
+    sched = Scheduler(settings(tmp_path, backend, tiny_model, chunk_requests=4, plan_max_requests=1,
+                               plan_max_wait_s=0.0, plan_window=64))
+    assert sched.lead()
+    _admit(sched, add_batch(sched.sessions, sched.store, chat_lines(8, TINY), age=3))
+    assert _round(sched) == 8
+    _admit(sched, add_batch(sched.sessions, sched.store, chat_lines(6, TINY, prefix="more "), age=1))
+    updates: list[tuple[str, bool]] = []
+    engine = sched.sessions.kw["bind"]
+    listen = lambda conn, cur, stmt, params, ctx, many: updates.append((stmt, many)) \
+        if stmt.lstrip().startswith("UPDATE requests") else None  # noqa: E731
+    event.listen(engine, "before_cursor_execute", listen)
+    try:
+        assert _round(sched) == 14
+    finally:
+        event.remove(engine, "before_cursor_execute", listen)
+    if backend == "postgresql":
+        assert len(updates) == 1 and "unnest" in updates[0][0] and not updates[0][1]
+    with sched.sessions() as s:
+        assert s.scalar(select(func.count()).where(Request.status == "planned")) == 14
+        placed = s.execute(select(Request.chunk_id, Request.position)).all()
+        assert len(set(placed)) == 14 and all(c is not None for c, _ in placed)
