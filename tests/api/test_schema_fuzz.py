@@ -22,6 +22,10 @@ from tests.conftest import TINY
 from tests.live import chat_lines, jsonl
 
 EXAMPLES = int(os.environ.get("BLENDSERVE_FUZZ_EXAMPLES", "12"))
+# Headers that frame the HTTP message itself: a generated `content-length: K-<Jz` is refused by the
+# HTTP server (uvicorn's "Invalid HTTP request received.", text/plain) before any route or schema is
+# reached, so such a case tests uvicorn, not this API. They are dropped from generated cases.
+FRAMING = {"content-length", "transfer-encoding", "host", "connection", "expect"}
 KEY = "fuzz-key"
 
 
@@ -58,6 +62,8 @@ def test_openapi_holds_against_the_live_api(target):
                       suppress_health_check=list(HealthCheck))
             def run(case) -> None:
                 tried[mode.value] += 1
+                for name in [h for h in case.headers or {} if h.lower() in FRAMING]:
+                    del case.headers[name]
                 try:
                     resp = case.call_and_validate(timeout=30)
                     statuses[resp.status_code] += 1
