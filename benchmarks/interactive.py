@@ -144,12 +144,17 @@ def main() -> None:
                          "chats at --completion-rate throughout, --repeats times (interleaved)")
     ap.add_argument("--completion-rate", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--chunk-requests", type=int, default=Settings().chunk_requests,
+                    help="requests per plan chunk (the service's default; tests/live.py's deployments use 4)")
     args = ap.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
     path = model_paths(Settings(data_dir=Path(tempfile.gettempdir()) / "bs-bench-models"))[SMOLLM2]
-    # A production lease: a loaded 2-core machine can hold a worker's heartbeat past the tests' 3 s.
+    # The service's own defaults, not tests/live.py's test values (3-s leases, 4-request chunks, 50-ms
+    # polls): a loaded 2-core machine holds a heartbeat past 3 s, and a claim every 4 requests runs in the
+    # engine's thread between steps, where no chat can cut in.
     d = Deployment(Path(tempfile.mkdtemp(prefix="bs-interactive-")), "", f"{SMOLLM2}={path}",
-                   BLENDSERVE_LEASE_SECONDS="30")
+                   BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_CHUNK_REQUESTS=str(args.chunk_requests),
+                   BLENDSERVE_POLL_INTERVAL_S="0.2", BLENDSERVE_PLAN_MAX_WAIT_S="1.0")
     d.start_all()
     sessions = make_sessionmaker(make_engine(Settings(data_dir=d.data_dir).db_url, readonly=True))
     report: dict = {"batch_requests": args.batch_requests, "window_s": args.window}

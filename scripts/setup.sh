@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
+# A first run stopped half way leaves a venv without pip: make it again.
+if [ ! -x .venv/bin/python ] || [ ! -x .venv/bin/pip ]; then
+  "$PY" -m venv --clear .venv
 fi
 # The dashboard's browser test drives Debian's chromium (Playwright's own browser download is not used).
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
