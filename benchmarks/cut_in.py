@@ -7,7 +7,8 @@ run does the same work) run to completion, with short interactive requests
 to the engine through its ``urgent`` poll exactly as the worker's lane does.
 Modes, interleaved for --runs rounds: the batch alone; the batch with chats and
 BLENDSERVE_CPU_CUT_IN on; the same with it off; chats alone (the idle figure).
-Per mode: the batch's run time and its share of the solo run, the chats' time
+--rush runs the cut-in mode at several rush caps (batch tokens a step while chats are
+about, BLENDSERVE_CPU_RUSH_TOKENS; 0: no cap). Per mode: the batch's run time and its share of the solo run, the chats' time
 to first token and end to end, p50/p99, and the step times.
 
 No HTTP, no database: this isolates what the engine's step composition does to
@@ -101,10 +102,19 @@ def main() -> None:
     ap.add_argument("--chat-tokens", type=int, default=24)
     ap.add_argument("--rate", type=float, default=1.0)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--rush", default="", help="rush caps to run cut-in at, e.g. 96,192,0 (0: no cap); "
+                    "default: the engine's")
+    ap.add_argument("--no-cut-in", action=argparse.BooleanOptionalAction, default=True,
+                    help="also run with cut-in off (at the first rush cap)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     path = model_paths(Settings())[SMOLLM2]
     engine = CpuEngine(path, SMOLLM2)
+    caps = [int(c) for c in args.rush.split(",")] if args.rush else [engine.rush_tokens]
+    modes = [("solo", caps[0])]
+    modes += [("cut_in" if len(caps) == 1 else f"cut_in_rush{c}", c) for c in caps]
+    modes += [("no_cut_in", caps[0])] if args.no_cut_in else []
+    modes += [("idle", caps[0])]
     tok = engine.tokenizer
     no_eos = tuple((e, -100.0) for e in engine.eos)
     rng = random.Random(0)
@@ -122,16 +132,17 @@ def main() -> None:
              for j, o in enumerate(offsets)]
     rows = []
     for r in range(args.runs):
-        for mode in ("solo", "cut_in", "no_cut_in", "idle"):
+        for mode, cap in modes:
             engine.cut_in = mode != "no_cut_in"
+            engine.rush_tokens = cap or 1 << 30
             engine._fresh_cache()
             row = run(engine, [] if mode == "idle" else batch, [] if mode == "solo" else chats)
-            row.update(mode=mode, run=r, rate=args.rate, batch=args.batch)
+            row.update(mode=mode, rush=cap, run=r, rate=args.rate, batch=args.batch)
             rows.append(row)
             print(json.dumps(row), flush=True)
     summary = {"summary": True, "rate": args.rate, "batch": args.batch}
     solo_s = statistics.median(x["batch_s"] for x in rows if x["mode"] == "solo")
-    for mode in ("cut_in", "no_cut_in", "idle"):
+    for mode, _ in modes[1:]:
         mine = [x for x in rows if x["mode"] == mode]
         for key in ("ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", "e2e_p99_ms"):
             summary[f"{mode}_{key}"] = statistics.median(x[key] for x in mine)

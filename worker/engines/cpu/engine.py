@@ -50,17 +50,16 @@ DEFAULT_MAX_RUNNING = 256
 DEFAULT_STEP_TOKENS = 1024       # a step's tokens: every decode plus prefill chunks up to this
 # While interactive requests arrived in the last RUSH_WINDOW_S, a step carries at most
 # RUSH_BATCH_TOKENS of batch work, decodes and prefill together (the oldest sequences first;
-# the rest keep their blocks and wait). A CPU step costs a fixed ~18 ms (the weights' read)
-# plus ~0.4 ms a token and its attention (session 13's fit, benchmarks/engine_orders.py), and
-# an interactive request waits for the step in flight and then its own. Measured with a
-# 1,000-request batch and chats at 1/s (BENCHMARKS.md, session 13): 256 tokens kept the batch
-# at 0.97 of its solo speed with time to first token p99 ~0.5 s; 96 tokens, 0.87 and ~0.22 s
-# (idle: ~0.05-0.07 s). 96 is the shortest step measured that keeps the batch above 0.85.
-# A cap on tokens, not sequences: 32 decodes a step (the earlier cap) ran batch work at half
-# its rate whenever nothing was left to prefill. The window covers the gaps of a steady
-# trickle (1 request/s), so steps stay short between its requests.
+# the rest keep their blocks and wait). Since a new interactive prompt cuts in between two
+# layers of the step in flight, the cap no longer sets its time to first token; it sets the
+# time between its tokens (each rides in a batch step) against the batch's speed. 256, the
+# running cap, keeps every running batch sequence decoding and only holds back big prefill
+# chunks: with a 2,000-request batch and chats at 1/s, the batch kept ~1.0 of its solo speed
+# at 256 and 0.62 at 96 (which cuts the running batch to 96 sequences), chats' first token
+# within 1.1-1.3x of idle either way, their 24 tokens in ~4.9 s at 256 and ~2.5 s at 96
+# (BENCHMARKS.md, session 15). The window covers the gaps of a steady trickle (1 request/s).
 RUSH_WINDOW_S = 10.0
-RUSH_BATCH_TOKENS = 96
+RUSH_BATCH_TOKENS = 256
 
 
 @contextlib.contextmanager
