@@ -75,3 +75,19 @@ def test_the_torch_path_can_be_chosen(monkeypatch) -> None:
     monkeypatch.setenv("BLENDSERVE_CPU_NATIVE", "0")
     assert paged_decode.__wrapped__() is None
 
+
+
+def test_a_stale_build_lock_is_removed_and_a_fresh_one_kept(tmp_path):
+    """A build killed half way leaves torch's lock file, on which every later build would wait forever."""
+    import os
+    import time
+
+    from worker.engines.cpu.paged_attention import clear_stale_lock
+
+    lock = tmp_path / "lock"
+    assert not clear_stale_lock(lock)                       # none there
+    lock.touch()
+    assert not clear_stale_lock(lock) and lock.exists()     # a build running now keeps its lock
+    old = time.time() - 3600
+    os.utime(lock, (old, old))
+    assert clear_stale_lock(lock) and not lock.exists()

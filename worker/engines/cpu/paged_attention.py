@@ -15,6 +15,7 @@ import functools
 import hashlib
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -22,6 +23,9 @@ import torch
 
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("paged_attention.cpp")
+# torch's loader builds under a lock file and waits for it forever; a build killed half way (Ctrl-C at a
+# worker's first start) leaves the file behind, and every later start would hang. A build takes ~30 s.
+STALE_LOCK_S = 600.0
 
 
 def _machine_tag() -> str:
@@ -39,9 +43,11 @@ def paged_decode() -> Callable[..., torch.Tensor] | None:
     if os.environ.get("BLENDSERVE_CPU_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"):
         return None
     try:
-        from torch.utils.cpp_extension import load
+        from torch.utils.cpp_extension import _get_build_directory, load
 
-        load(name=f"blendserve_paged_attention_{_machine_tag()}", sources=[str(SOURCE)],
+        name = f"blendserve_paged_attention_{_machine_tag()}"
+        clear_stale_lock(Path(_get_build_directory(name, verbose=False)) / "lock")
+        load(name=name, sources=[str(SOURCE)],
              extra_cflags=["-O3", "-march=native", "-fopenmp", "-fopenmp-simd"], is_python_module=False,
              verbose=False)
         return torch.ops.blendserve.paged_decode
@@ -49,3 +55,17 @@ def paged_decode() -> Callable[..., torch.Tensor] | None:
         log.warning("CPU engine: the C++ decode attention kernel could not be built (%s); "
                     "decode attention runs on torch's SDPA", str(e).strip().splitlines()[-1] if str(e) else e)
         return None
+
+
+def clear_stale_lock(lock: Path, stale_s: float = STALE_LOCK_S) -> bool:
+    """Remove a build lock older than any build takes (see STALE_LOCK_S); True if one was removed."""
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age < stale_s:
+        return False
+    log.warning("CPU engine: removing a kernel build lock left %.0f s ago by a build that did not finish (%s)",
+                age, lock)
+    lock.unlink(missing_ok=True)
+    return True
