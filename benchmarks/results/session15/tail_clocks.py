@@ -14,7 +14,7 @@ model, hw = MODELS["llama-3.1-8b"], HARDWARE["a100-80gb"]
 cfg = EngineConfig(step_tokens=2048, max_running=1024)
 seen = {}
 orig = pm.engine_clock_tail
-def spy(order, fresh, d, longest, kv_tokens, step_tokens, fewest, mode="end", rest_share=0.0):
+def spy(order, fresh, d, longest, kv_tokens, step_tokens, fewest, memory_bound):
     is_tail = longest[order] >= pm.TAIL_SHARE * fewest
     tail, rest = order[is_tail], order[~is_tail]
     lt = longest[tail]
@@ -22,9 +22,10 @@ def spy(order, fresh, d, longest, kv_tokens, step_tokens, fewest, mode="end", re
     starts = (np.cumsum(area) - area) / kv_tokens
     r = float(((fresh[rest] + d[rest]) / step_tokens).sum())
     seen.update(n_tail=int(is_tail.sum()), R=r, S_last=float(starts[-1]), end=float(np.max(starts + lt)), fewest=fewest)
-    return orig(order, fresh, d, longest, kv_tokens, step_tokens, fewest, mode, rest_share)
+    seen["memory_bound"] = memory_bound
+    return orig(order, fresh, d, longest, kv_tokens, step_tokens, fewest, memory_bound=memory_bound)
 pm.engine_clock_tail = spy
-pm.TAIL_MODE = "end"
+pm.TAIL_PLACEMENT = "engine_clock"
 for cell in sys.argv[1].split(","):
     name = f"grid-r{cell.replace(':', '-s')}"
     w = workloads.generate(name, 100_000, seed=0, model=model, hw=hw)

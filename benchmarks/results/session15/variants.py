@@ -1,6 +1,7 @@
 """BlendServe under tail-placement variants on chosen grid cells, against the FCFS/DFS/Balance fractions of
 earlier rows (same requests, steps, overlap, seed). Usage: variants.py OVERLAP BASELINES.jsonl ROWS.jsonl
-CELL[,CELL..] MODE[:REST_SHARE][,...]   (MODE: guard | end | start | spread)"""
+CELL[,CELL..] MODE[,...] [SEED]   (MODE: guard = main's tail_guard, auto = engine_clock_tail; the session's
+earlier modes end / start / spread / spread_end ran from an experimental plan.py, see README.md)"""
 import json
 import sys
 import time
@@ -25,8 +26,7 @@ for cell in cells.split(","):
     name = cell if cell.startswith("grid") or cell.startswith("trace") else f"grid-r{cell.replace(':', '-s')}"
     w = workloads.generate(name, 100_000, seed=seed, model=model, hw=hw)
     for m in modes.split(","):
-        mode, _, share = m.partition(":")
-        pm.TAIL_MODE, pm.TAIL_REST_SHARE = mode, float(share or 0.0)
+        pm.TAIL_PLACEMENT = "engine_clock" if m == "auto" else "guard"
         t0 = time.perf_counter()
         j = run_workload(name, w, model, hw, ["blendserve"], cfg, seed=seed).to_json()
         b = j["policies"]["blendserve"]
