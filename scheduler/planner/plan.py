@@ -51,15 +51,84 @@ class _Clock:
         self._t, self._c = now, cpu
 
 
-TAIL_GUARD = True
+TAIL_GUARD = True      # move the long-bound tail (below); False leaves the dual scan's order as is
+# How: "guard" (tail_guard: each request's position scaled by 1 - bound / fewest steps; the default) or
+# "engine_clock" (engine_clock_tail; BENCHMARKS.md session 15: not the default, it did not pass the grid)
+TAIL_PLACEMENT = "guard"
+TAIL_SHARE = 0.1       # a request whose output bound is at least this share of the fewest steps is the tail
+
+
+def _clocks(fresh: np.ndarray, d: np.ndarray, model: perf.ModelProfile, capacity: float,
+            step_tokens: int) -> tuple[float, float]:
+    """Engine steps of compute (tokens / step budget) and of KV pool (KV reads / pool) that the requests need."""
+    kv_reads = float(np.sum(fresh * d + d * d / 2.0)) if len(d) else 0.0
+    return float(np.sum(fresh) + np.sum(d)) / step_tokens, kv_reads * model.kv_bytes_per_token / capacity
 
 
 def _fewest_steps(fresh: np.ndarray, d: np.ndarray, model: perf.ModelProfile, capacity: float,
                   step_tokens: int) -> float:
     """Engine steps any order needs: compute tokens / step budget, KV reads / pool, the longest output."""
-    kv_reads = float(np.sum(fresh * d + d * d / 2.0)) if len(d) else 0.0
-    return max(float(np.sum(fresh) + np.sum(d)) / step_tokens, kv_reads * model.kv_bytes_per_token / capacity,
-               float(d.max(initial=0.0)), 1.0)
+    return max(*_clocks(fresh, d, model, capacity, step_tokens), float(d.max(initial=0.0)), 1.0)
+
+
+def engine_clock_tail(order: np.ndarray, fresh: np.ndarray, d: np.ndarray, longest: np.ndarray,
+                      pool_tokens: float, step_tokens: int, fewest: float, memory_bound: bool) -> np.ndarray:
+    """Place the requests that may decode for a large share of the run on the engine's clock.
+
+    Arrays are indexed by request id: fresh (prompt tokens the cache does
+    not hold), d (estimated output), longest (max(max_tokens, d)). The tail
+    is every request with longest >= TAIL_SHARE x the fewest steps: one
+    that could lengthen the run by a tenth. An estimate is no guarantee (no
+    token says a short prompt asks for a 16K-token video description), so
+    the tail is placed at its bounds. The engine admits in order and only
+    checks that a prompt fits now, so where a request lands in the order
+    is when it starts: its position must be read on the engine's clock,
+    which runs on two resources (BENCHMARKS.md, session 15):
+
+      * the tail's pool clock: tail request j (in the scan's relative
+        order) can start without overfilling the KV pool once the tail
+        before it has used its KV area, S_j = sum_{i<j} (p L + L^2/2) / pool
+        (steady staggered starts); the tail ends at T = max_j (S_j + L_j);
+      * the rest's compute clock: request i of the rest (in the scan's
+        order) starts after c = (fresh + d) / step budget steps of the
+        rest before it; they sum to R.
+
+    The two streams are merged by their clocks. How the rest's clock is
+    laid against the tail's depends on what the estimates say:
+
+      * compute-bound estimates (no long output seen in the warm-up
+        sample): R is a real compute clock, and the rest runs at compute
+        speed, so it is laid at the end, [T - R, T]: it ends with the
+        tail, the tail starts first (the pool fills at once; members that
+        do not fit wait at the queue head and start as the pool frees) and
+        the rest runs while the tail drains, never after it;
+      * memory-bound estimates (a long output in the sample lifts its
+        band's effective lengths, so R is inflated by memory the rest does
+        not use): only the rest's proportions are trusted, and it is
+        stretched over the tail's whole window [0, T], so each tail
+        request waits behind its share of the rest and the engine's walk
+        through the rest is gated by the pool, not left to run ahead.
+
+    The rest and the tail each keep their relative order (so prefix
+    locality). No tail: the order is returned as is.
+    """
+    is_tail = longest[order] >= TAIL_SHARE * fewest
+    if len(order) < 2 or not is_tail.any():
+        return order
+    tail, rest = order[is_tail], order[~is_tail]
+    bound = longest[tail]
+    area = fresh[tail] * bound + bound * bound / 2.0
+    starts = (np.cumsum(area) - area) / pool_tokens
+    end = float(np.max(starts + bound))
+    c = (fresh[rest] + d[rest]) / step_tokens
+    total = float(c.sum())
+    clock = np.cumsum(c) - c
+    if memory_bound:
+        clock *= max(end / total, 1.0) if total > 0 else 1.0
+    else:
+        clock += max(end - total, 0.0)
+    keys = np.concatenate([starts, clock])
+    return np.concatenate([tail, rest])[np.argsort(keys, kind="stable")]
 
 
 def tail_guard(order: np.ndarray, longest: np.ndarray, steps: float) -> np.ndarray:
@@ -107,9 +176,17 @@ def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, max
     clock.lap("dual_scan")
     order = req[scan.order]
     if TAIL_GUARD:
+        compute_steps, pool_steps = _clocks(fresh, d[req], model, capacity, step_tokens)
         steps = _fewest_steps(fresh, d[req], model, capacity, step_tokens)
         stats["fewest_steps"] = steps
-        order = tail_guard(order, np.maximum(max_tokens.astype(np.float64), d), steps)
+        longest = np.maximum(max_tokens.astype(np.float64), d)
+        if TAIL_PLACEMENT == "engine_clock":
+            fresh_id = np.zeros(len(d), dtype=np.float64)
+            fresh_id[req] = fresh
+            order = engine_clock_tail(order, fresh_id, d, longest, capacity / model.kv_bytes_per_token, step_tokens,
+                                      steps, memory_bound=pool_steps > compute_steps)
+        else:
+            order = tail_guard(order, longest, steps)
         clock.lap("tail_guard")
     return order
 
