@@ -60,7 +60,7 @@ from core.ids import new_id
 from core.migrate import upgrade
 from core.models import Batch, Request, Worker
 from worker import claims, writes
-from worker.engines.base import Engine, GenRequest, GenResult, engine_stats
+from worker.engines.base import Engine, GenRequest, GenResult, engine_stats, takes_cancel_epoch
 from worker.interactive import InteractiveServer
 from worker.lane import Lane, Share
 from worker.responses import response_body, sampling_params
@@ -88,10 +88,12 @@ _WORK = threading.Condition()
 
 class _LiveBatches:
     """Which batches may still run; re-read at most once a second, so cancels land within about a second.
-    One per process and database: its ranks share the read (64 ranks read it 64 times a second before)."""
+    One per process and database: its ranks share the read (64 ranks read it 64 times a second before).
+    `generation` moves after every read that dropped a batch (the engines' cancel epoch, WorkerService)."""
 
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self.sessions, self.ids, self.live, self.checked = sessions, frozenset(), set(), 0.0
+        self.generation = 0
         self.reading = threading.Lock()
 
     def watch(self, batch_ids: set[str]) -> None:
@@ -100,21 +102,29 @@ class _LiveBatches:
             self.checked = 0.0
 
     def __contains__(self, batch_id: str) -> bool:
+        self.fresh()
+        return batch_id in self.live
+
+    def fresh(self) -> int:
+        """Re-read the set if it is over a second old; its generation."""
         if time.time() - self.checked > 1.0:
             with self.reading:              # one rank reads; the others wait for its answer
                 if time.time() - self.checked > 1.0:
                     self._read()
-        return batch_id in self.live
+        return self.generation
 
     def _read(self) -> None:
         ids = self.ids
         try:
             with self.sessions() as s:
-                self.live = set(s.scalars(select(Batch.id).where(
+                live = set(s.scalars(select(Batch.id).where(
                     Batch.id.in_(ids), Batch.status == "in_progress", Batch.expires_at > time.time())))
         except Exception:       # keep the last answer; a cancel lands a little later
             log.warning("could not re-read live batches", exc_info=True)
             return
+        dropped, self.live = bool(self.live - live), live
+        if dropped:             # after the new set is in place: an engine that sees the new generation sees it
+            self.generation += 1
         if self.ids is ids:     # a batch watched meanwhile is read again by the next caller
             self.checked = time.time()
 
@@ -128,21 +138,34 @@ class _Claims:
     poll interval after a first empty claim, backing off to once per
     IDLE_BACKOFF intervals while they stay empty. A successful claim clears the mark and
     wakes the siblings (_WORK), so they ask at once: there may be more.
+
+    `timing()` tells the calling rank what its last claim was made of (logged with the claim), so a
+    slow claim can be told apart: waiting for a sibling's claim, or the transaction itself, and of
+    that how much was this thread's CPU (the rest: the database, the GIL, a free core).
     """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.empty_at = float("-inf")
         self.empty = 0          # empty claims in a row: the mark holds longer, as idle_wait does
+        self._last = threading.local()
 
     def claim(self, sessions: sessionmaker[Session], worker_id: str, model: str, lease_s: float,
               poll_s: float) -> claims.Claimed | None:
+        t0 = time.perf_counter()
         with self.lock:
             if time.monotonic() - self.empty_at < poll_s * min(2 ** max(self.empty - 1, 0), IDLE_BACKOFF):
                 return None
+            t1, c1 = time.perf_counter(), time.thread_time()
             got = claims.claim(sessions, worker_id, model, lease_s)
+            self._last.ms = ((t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3, (time.thread_time() - c1) * 1e3)
             self.empty_at, self.empty = (time.monotonic(), self.empty + 1) if got is None else (float("-inf"), 0)
             return got
+
+    def timing(self) -> tuple[float, float, float]:
+        """The calling thread's last claim, in ms: waiting for a sibling's claim, the transaction, and the
+        transaction's CPU on this thread."""
+        return getattr(self._last, "ms", (0.0, 0.0, 0.0))
 
 
 _SHARED: dict[int, tuple[_LiveBatches, _Claims]] = {}
@@ -202,6 +225,8 @@ class WorkerService:
         self.live, self.claims = _shared(self.sessions)
         self.writer = writes.shared(self.sessions)
         self.lock = threading.Lock()            # guards held/outstanding between the engine and writer threads
+        self.losses = 0                         # claims lost, meta dropped: part of the engine's cancel epoch
+        self.epoch_kw = {"cancel_epoch": self._cancel_epoch} if takes_cancel_epoch(engine) else {}
         self.stop = threading.Event()
         self.lane = Lane(settings.interactive_max_batch, settings.interactive_max_wait_ms / 1000, _WORK)
         self.share = Share()
@@ -270,7 +295,8 @@ class WorkerService:
     def _serve_stream(self) -> bool:
         """Run one engine stream over as many consecutive chunks as are ready; False if there were none."""
         t0, n, toks, served = time.time(), 0, 0, False
-        for res in self.engine.generate(self._feed(), cancelled=self._cancelled, urgent=self.lane.take):
+        for res in self.engine.generate(self._feed(), cancelled=self._cancelled, urgent=self.lane.take,
+                                        **self.epoch_kw):
             self._write(res)
             served = True
             if res.key > 0:                     # batch work; interactive calls are not logged one by one
@@ -295,7 +321,8 @@ class WorkerService:
                     _WORK.notify_all()
                 cid, rows = got
                 held = self.held[cid] = _Held()
-                log.info("claimed chunk %d (%d requests) in %.1f ms", cid, len(rows), (time.perf_counter() - t0) * 1e3)
+                log.info("claimed chunk %d (%d requests) in %.1f ms (sibling wait %.1f, transaction %.1f, "
+                         "its CPU %.1f)", cid, len(rows), (time.perf_counter() - t0) * 1e3, *self.claims.timing())
                 self.live.watch({r.batch_id for r in rows})
             except Exception:
                 log.exception("claiming a chunk failed; trying again shortly")
@@ -348,6 +375,16 @@ class WorkerService:
             self.held[cid].outstanding -= 1
             self._maybe_release(cid)
         return True
+
+    def _cancel_epoch(self) -> int:
+        """The engine's cancel epoch (Engine.generate): it moves whenever `_cancelled` may have turned true
+        for a request the engine runs: a batch left the live set (cancelled or expired; re-read here once a
+        second, as the per-request checks did), a claim was lost, the worker is stopping, or an
+        interactive caller left. A sum of counters that only grow, so any one moving moves it.
+
+        A request whose batch had already left the live set, or whose chunk was already lost, when it was
+        admitted would be missed; `_feed` admits neither (it runs in the engine's thread, before the step)."""
+        return self.live.fresh() + self.losses + self.lane.cancels + self.stop.is_set()
 
     def _after_stream_failure(self) -> None:
         """Count an attempt for every request the failed stream was running; hand every held chunk back.
@@ -460,6 +497,8 @@ class WorkerService:
             for cid in list(self.held):
                 self._give_back(cid)
         self.meta.clear()
+        with self.lock:
+            self.losses += 1
         self.suspects.clear()
 
     def _shut_down(self) -> None:
@@ -480,5 +519,7 @@ class WorkerService:
                     if not held.lost and not claims.renew(self.sessions, cid, self.id, self.settings.lease_seconds):
                         log.warning("lost the lease on chunk %d; dropping its unfinished work", cid)
                         held.lost = True
+                        with self.lock:         # after the flag: an engine that sees the new epoch sees it
+                            self.losses += 1
             except Exception:
                 log.exception("heartbeat failed")
