@@ -1,6 +1,10 @@
-"""The engines' cancel epoch (worker/engines/base.py, issue 14): an engine skips its per-request
-cancellation checks while nothing was cancelled, and still drops cancelled work at the next step:
-a cancelled batch, a lost claim, a stop, an interactive caller who left."""
+"""The worker's engine loop at cluster scale (issue 14).
+
+The cancel epoch (worker/engines/base.py): an engine skips its per-request
+cancellation checks while nothing was cancelled, and still drops cancelled work
+at the next step: a cancelled batch, a lost claim, a stop, an interactive caller
+who left. Claims ahead (worker/service.py): the next chunk is claimed before the
+engine asks for its first request, and a clean stop hands it back unrun."""
 from __future__ import annotations
 
 import threading
@@ -88,40 +92,54 @@ def test_a_lane_cancel_of_a_running_request_moves_its_count():
 
 
 @pytest.fixture
-def worker(tmp_path, backend):
-    """A WorkerService over an echo engine and a batch of 8 long requests (2,000 tokens at 50/s: 40 s)
-    in one pending chunk; yields (service, engine, sessions, start) where start() runs the service in a
-    thread until every request is running. Stops the service at the end."""
-    st = Settings(data_dir=tmp_path, database_url="" if backend == "sqlite" else pg_schema_url(),
-                  lease_seconds=3, poll_interval_s=0.05, interactive=False)
-    upgrade(st.db_url)
-    engine = make_engine(st.db_url)
-    sessions = make_sessionmaker(engine)
-    now = time.time()
-    with sessions.begin() as s:
-        s.add(File(id="file-in", owner="o", filename="in.jsonl", purpose="batch", bytes=0, created_at=int(now)))
-        s.add(Batch(id="batch_x", owner="o", endpoint="/v1/chat/completions", model="m", input_file_id="file-in",
-                    completion_window="24h", status="in_progress", created_at=int(now), in_progress_at=int(now),
-                    expires_at=int(now) + 3600, total=8))
-        chunk = Chunk(model="m", seq=0, status="pending", attempts=0, size=8, created_at=now)
-        s.add(chunk)
-        s.flush()
-        s.add_all(Request(batch_id="batch_x", line=k, custom_id=f"c{k}", model="m", body={}, prompt_ids=b"",
-                          prompt_tokens=0, max_tokens=2000, status="planned", chunk_id=chunk.id, position=k)
-                  for k in range(8))
-    echo = EchoEngine("m", tokens_per_s=50, prefill_tokens_per_s=1e9, max_running=16)
-    svc = WorkerService(st, echo, "echo")
-    stop = threading.Event()
-    thread = threading.Thread(target=svc.run, args=(stop,), daemon=True)
+def make_worker(tmp_path, backend):
+    """make_worker(chunks, max_running): a WorkerService over an echo engine and a batch of `chunks`
+    pending chunks of 8 long requests each (2,000 tokens at 50/s: 40 s); returns (service, engine,
+    sessions, start, stop), where start() runs the service in a thread until `running` requests run.
+    Stops the service at the end."""
+    made = []
 
-    def start() -> None:
-        thread.start()
-        _until(lambda: echo.stats().running_sequences == 8, 30.0)
+    def make(chunks: int = 1, max_running: int = 16):
+        st = Settings(data_dir=tmp_path, database_url="" if backend == "sqlite" else pg_schema_url(),
+                      lease_seconds=3, poll_interval_s=0.05, interactive=False)
+        upgrade(st.db_url)
+        engine = make_engine(st.db_url)
+        sessions = make_sessionmaker(engine)
+        now = time.time()
+        with sessions.begin() as s:
+            s.add(File(id="file-in", owner="o", filename="in.jsonl", purpose="batch", bytes=0, created_at=int(now)))
+            s.add(Batch(id="batch_x", owner="o", endpoint="/v1/chat/completions", model="m", input_file_id="file-in",
+                        completion_window="24h", status="in_progress", created_at=int(now), in_progress_at=int(now),
+                        expires_at=int(now) + 3600, total=8 * chunks))
+            for c in range(chunks):
+                chunk = Chunk(model="m", seq=c, status="pending", attempts=0, size=8, created_at=now)
+                s.add(chunk)
+                s.flush()
+                s.add_all(Request(batch_id="batch_x", line=8 * c + k, custom_id=f"c{8 * c + k}", model="m", body={},
+                                  prompt_ids=b"", prompt_tokens=0, max_tokens=2000, status="planned",
+                                  chunk_id=chunk.id, position=k) for k in range(8))
+        echo = EchoEngine("m", tokens_per_s=50, prefill_tokens_per_s=1e9, max_running=max_running)
+        svc = WorkerService(st, echo, "echo")
+        stop = threading.Event()
+        thread = threading.Thread(target=svc.run, args=(stop,), daemon=True)
 
-    yield svc, echo, sessions, start, stop
-    stop.set()
-    thread.join(10)
-    engine.dispose()
+        def start(running: int = 8) -> None:
+            thread.start()
+            _until(lambda: echo.stats().running_sequences == running, 30.0)
+
+        made.append((stop, thread, engine))
+        return svc, echo, sessions, start, stop
+
+    yield make
+    for stop, thread, engine in made:
+        stop.set()
+        thread.join(10)
+        engine.dispose()
+
+
+@pytest.fixture
+def worker(make_worker):
+    return make_worker()
 
 
 def _statuses(sessions) -> dict[str, int]:
@@ -182,3 +200,27 @@ def test_a_stop_drops_running_work_and_hands_its_chunk_back(worker):
 def _chunk_status(sessions) -> str:
     with sessions() as s:
         return s.scalar(select(Chunk.status))
+
+
+def test_the_next_chunk_is_claimed_before_the_engine_asks_for_it(make_worker):
+    """Chunks of 8, room for 7: the engine runs 7 of the first chunk and waits for room, and the second
+    chunk is already claimed (its last quarter, 2 rows, began to be admitted), so no claim's transaction
+    stands between the engine and its next request when a slot frees."""
+    svc, echo, sessions, start, stop = make_worker(chunks=2, max_running=7)
+    start(running=7)
+    with sessions() as s:
+        first = s.scalar(select(Chunk.id).where(Chunk.seq == 0))
+
+    def claimed() -> list[tuple[int, str]]:
+        with sessions() as s:
+            return sorted(s.execute(select(Chunk.id, Chunk.status).where(Chunk.worker_id == svc.id)).all())
+
+    _until(lambda: len(claimed()) == 2, 5.0)
+    assert [st for _, st in claimed()] == ["claimed", "claimed"]
+    with sessions() as s:
+        running = set(s.scalars(select(Request.chunk_id).where(Request.id.in_(list(svc.meta)))))
+    assert running == {first} and echo.stats().running_sequences == 7      # none of the second admitted yet
+    stop.set()                                      # a clean stop hands both back, the one never fed too
+    _until(lambda: not claimed(), 10.0)
+    with sessions() as s:
+        assert s.execute(select(Chunk.status, Chunk.attempts)).all() == [("pending", 0), ("pending", 0)]
