@@ -204,7 +204,7 @@ def _chunk_status(sessions) -> str:
 
 def test_the_next_chunk_is_claimed_before_the_engine_asks_for_it(make_worker):
     """Chunks of 8, room for 7: the engine runs 7 of the first chunk and waits for room, and the second
-    chunk is already claimed (its last quarter, 2 rows, began to be admitted), so no claim's transaction
+    chunk is already claimed (the first's second half began to be admitted), so no claim's transaction
     stands between the engine and its next request when a slot frees."""
     svc, echo, sessions, start, stop = make_worker(chunks=2, max_running=7)
     start(running=7)

@@ -3,7 +3,7 @@
 One engine stream spans consecutive chunks: while the tail of a chunk is still
 decoding, the next chunk is already being admitted, so chunk boundaries never
 drain the engine's running batch; the next chunk is claimed ahead, in the
-rank's claim thread, while the current one's last quarter is admitted, so the
+rank's claim thread, while the current one's second half is admitted, so the
 engine's loop does not wait for a claim's transaction at every boundary (at 64
 echo ranks on 2 cores a claim took 70 ms at the median, 0.7 s at p99; on a GPU
 that is a stalled forward loop). A chunk is released once every request it
@@ -74,7 +74,7 @@ log = logging.getLogger("blendserve.worker")
 
 MAX_ATTEMPTS = 3        # engine tries of one request before it fails alone
 
-PREFETCH_SHARE = 0.25   # the next chunk is claimed once this last share of a chunk is being admitted
+PREFETCH_SHARE = 0.5    # the next chunk is claimed once this last share of a chunk is being admitted
 
 IDLE_BACKOFF = 4         # the longest wait between claims that found nothing, in poll intervals
 
