@@ -62,6 +62,11 @@ from tests.live import Deployment, pg_schema_url
 MODEL = "echo-8b"
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 CLAIM = re.compile(r"claimed chunk \d+ \(\d+ requests?\) in ([\d.]+) ms")
+# What a claim was made of (worker/service.py _Claims.timing): waiting for a sibling rank's claim, the
+# transaction, and the transaction's CPU on the claiming thread (the rest of it: PostgreSQL, the GIL, a core).
+CLAIM_PARTS = re.compile(r"\(sibling wait ([\d.]+), transaction ([\d.]+), its CPU ([\d.]+)\)")
+# How long the engine's loop waited for each chunk (worker/service.py: chunks are claimed ahead).
+ENGINE_WAIT = re.compile(r"the engine waited ([\d.]+) ms")
 ROUND = re.compile(r"round ([\d.]+)s")
 
 
@@ -208,6 +213,9 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
                                         "AND c.relkind = 'r'"))
         eng.dispose()
         claims = [float(m) for n in d.procs if n.startswith("worker") for m in CLAIM.findall(d.log(n, tail=None))]
+        parts = np.array([[float(x) for x in m] for n in d.procs if n.startswith("worker")
+                          for m in CLAIM_PARTS.findall(d.log(n, tail=None))]).reshape(-1, 3)
+        waits = [float(m) for n in d.procs if n.startswith("worker") for m in ENGINE_WAIT.findall(d.log(n, tail=None))]
         rounds = [float(m) for m in ROUND.findall(d.log("scheduler", tail=None) + d.log("standby", tail=None))]
         start = min(b.first_run_at for b in bts.values())
         wait = [bts[b].first_run_at - bts[b].in_progress_at for b in ids]
@@ -222,6 +230,10 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
             "results_per_s": round(n_done / max(last - start, 1e-9), 1),
             "claim_ms_p50": pct(claims, 50) if claims else None, "claim_ms_p99": pct(claims, 99) if claims else None,
             "claims": len(claims),
+            **{f"claim_{part}_ms_p{q}": pct(parts[:, k], q) if len(parts) else None
+               for k, part in enumerate(("sibling_wait", "transaction", "transaction_cpu")) for q in (50, 99)},
+            "engine_wait_for_chunk_ms_p50": pct(waits, 50) if waits else None,
+            "engine_wait_for_chunk_ms_p99": pct(waits, 99) if waits else None,
             "first_claim_after_in_progress_s_max": round(max(wait), 2),
             "first_claim_after_in_progress_s_p50": pct(wait, 50),
             "validation_s_max": round(max(bts[b].in_progress_at - created[b] for b in ids), 2),

@@ -21,6 +21,7 @@ import threading
 import time
 
 from core.config import Settings, get_settings
+from core.heap import freeze_startup_heap
 from core.logs import configure as configure_logging
 
 log = logging.getLogger("blendserve")
@@ -63,7 +64,9 @@ def cmd_api(args: argparse.Namespace) -> int:
     s = _settings(args)
     # In JSON mode uvicorn's own loggers go through the root handler (core/logs.py) too.
     own = {"log_config": None} if os.environ.get("BLENDSERVE_LOG_FORMAT", "").lower() == "json" else {}
-    uvicorn.run(create_app(s), host=_host(s, args.host), port=args.port, log_level=args.log_level.lower(),
+    app = create_app(s)
+    freeze_startup_heap()
+    uvicorn.run(app, host=_host(s, args.host), port=args.port, log_level=args.log_level.lower(),
                 timeout_graceful_shutdown=5, **own)
     return 0
 
@@ -114,7 +117,9 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
         s.planner = args.planner
     code = 1
     try:
-        code = _run_until_signal(Scheduler(s).run)
+        scheduler = Scheduler(s)
+        freeze_startup_heap()
+        code = _run_until_signal(scheduler.run)
     except BaseException:
         log.exception("the scheduler failed")
     finally:
@@ -154,6 +159,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                     t.join(0.2)
 
         code = 1
+        freeze_startup_heap()
         code = _run_until_signal(run_all)
     except BaseException:
         log.exception("the worker failed")

@@ -27,6 +27,7 @@ class Lane:
         self.max_batch, self.max_wait_s = max(1, max_batch), max(0.0, max_wait_s)
         self._waiting: deque[tuple[float, GenRequest]] = deque()
         self._cancelled: set[int] = set()
+        self.cancels = 0        # bumped when a request the engine may run is cancelled (the engine's cancel epoch)
         self._arrived = arrived or threading.Condition()     # its lock is re-entrant (an RLock)
         self._lock = self._arrived
         self._keys = itertools.count(-1, -1)
@@ -64,6 +65,7 @@ class Lane:
             kept = deque(w for w in self._waiting if w[1].key != key)
             if len(kept) == len(self._waiting):
                 self._cancelled.add(key)
+                self.cancels += 1
             self._waiting = kept
 
     def cancelled(self, key: int) -> bool:

@@ -8,6 +8,7 @@ cancelled while they waited. CPU, SGLang and vLLM engines all implement this.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Literal, Protocol
 
@@ -66,6 +67,14 @@ def engine_stats(engine: object) -> EngineStats:
         return EngineStats()
 
 
+def takes_cancel_epoch(engine: object) -> bool:
+    """Whether `engine.generate` takes the optional `cancel_epoch` keyword (Engine.generate)."""
+    try:
+        return "cancel_epoch" in inspect.signature(engine.generate).parameters  # type: ignore[attr-defined]
+    except (AttributeError, TypeError, ValueError):
+        return False
+
+
 class Engine(Protocol):
     """An inference engine for one model."""
 
@@ -90,6 +99,14 @@ class Engine(Protocol):
         caller can stop or filter the stream between admissions. Between steps
         it drops running requests for which `cancelled(key)` is true, without a
         result (the batch was cancelled or expired, or the claim was lost).
+
+        Optional keyword `cancel_epoch: Callable[[], int]` (see `takes_cancel_epoch`;
+        engines without it are called without it): a number the caller changes
+        whenever `cancelled` may have turned true for a request the engine
+        already runs. An engine may skip a step's per-request `cancelled` calls
+        when the number, read before those calls, equals the one read before
+        its last full pass: at 256 running sequences a step, the calls were a
+        worker's largest cost while nothing was ever cancelled.
 
         `urgent`, polled before every step, hands over interactive requests: they
         are admitted at that step, ahead of every waiting request and past the
