@@ -155,10 +155,10 @@ def main() -> None:
     d = Deployment(Path(tempfile.mkdtemp(prefix="bs-interactive-")), "", f"{SMOLLM2}={path}",
                    BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_CHUNK_REQUESTS=str(args.chunk_requests),
                    BLENDSERVE_POLL_INTERVAL_S="0.2", BLENDSERVE_PLAN_MAX_WAIT_S="1.0")
-    d.start_all()
-    sessions = make_sessionmaker(make_engine(Settings(data_dir=d.data_dir).db_url, readonly=True))
     report: dict = {"batch_requests": args.batch_requests, "window_s": args.window}
     try:
+        d.start_all()                     # inside the try: a start that times out still stops what did start
+        sessions = make_sessionmaker(make_engine(Settings(data_dir=d.data_dir).db_url, readonly=True))
         deadline = time.time() + 60
         while True:                       # the first answer proves the API sees the worker
             try:
