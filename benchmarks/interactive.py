@@ -150,8 +150,8 @@ def main() -> None:
     rates = [float(r) for r in args.rates.split(",")]
     path = model_paths(Settings(data_dir=Path(tempfile.gettempdir()) / "bs-bench-models"))[SMOLLM2]
     # The service's own defaults, not tests/live.py's test values (3-s leases, 4-request chunks, 50-ms
-    # polls): a loaded 2-core machine holds a heartbeat past 3 s, and a claim every 4 requests runs in the
-    # engine's thread between steps, where no chat can cut in.
+    # polls): a loaded 2-core machine holds a heartbeat past 3 s, and a claim every 4 requests is a
+    # transaction (in each rank's claim thread) competing with the engine for the 2 cores.
     d = Deployment(Path(tempfile.mkdtemp(prefix="bs-interactive-")), "", f"{SMOLLM2}={path}",
                    BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_CHUNK_REQUESTS=str(args.chunk_requests),
                    BLENDSERVE_POLL_INTERVAL_S="0.2", BLENDSERVE_PLAN_MAX_WAIT_S="1.0")

@@ -18,7 +18,7 @@ from core.db import make_engine, make_sessionmaker
 from core.migrate import upgrade
 from core.models import Batch, Chunk, File, Request
 from tests.live import pg_schema_url
-from worker.engines.base import GenRequest, SamplingParams, takes_cancel_epoch
+from worker.engines.base import GenRequest, SamplingParams
 from worker.engines.echo import EchoEngine
 from worker.lane import Lane
 from worker.service import WorkerService
@@ -68,12 +68,15 @@ def test_the_echo_engine_asks_only_when_the_epoch_moved():
     assert len(asked) >= 4 * 5
 
 
-def test_which_engines_take_the_epoch():
-    class Old:
-        def generate(self, requests, cancelled=None, urgent=None):
-            return iter(())
+def test_every_engine_takes_the_epoch():
+    """The worker always passes `cancel_epoch` (Engine.generate), so every engine must accept it."""
+    import inspect
+    from worker.engines.cpu.engine import CpuEngine
+    from worker.engines.sglang import SGLangEngine
+    from worker.engines.vllm import VllmEngine
 
-    assert takes_cancel_epoch(EchoEngine("m")) and not takes_cancel_epoch(Old())
+    for cls in (EchoEngine, CpuEngine, SGLangEngine, VllmEngine):
+        assert "cancel_epoch" in inspect.signature(cls.generate).parameters, cls.__name__
 
 
 def test_a_lane_cancel_of_a_running_request_moves_its_count():

@@ -65,7 +65,7 @@ from core.ids import new_id
 from core.migrate import upgrade
 from core.models import Batch, Request, Worker
 from worker import claims, writes
-from worker.engines.base import Engine, GenRequest, GenResult, engine_stats, takes_cancel_epoch
+from worker.engines.base import Engine, GenRequest, GenResult, engine_stats
 from worker.interactive import InteractiveServer
 from worker.lane import Lane, Share
 from worker.responses import response_body, sampling_params
@@ -233,7 +233,6 @@ class WorkerService:
         self.writer = writes.shared(self.sessions)
         self.lock = threading.Lock()            # guards held/outstanding between the engine and writer threads
         self.losses = 0                         # claims lost, meta dropped: part of the engine's cancel epoch
-        self.epoch_kw = {"cancel_epoch": self._cancel_epoch} if takes_cancel_epoch(engine) else {}
         self.claimer = ThreadPoolExecutor(1, thread_name_prefix=f"claims{rank}")    # claims ahead (_feed)
         self.ahead: Future[claims.Claimed | None] | None = None
         self.stop = threading.Event()
@@ -306,7 +305,7 @@ class WorkerService:
         """Run one engine stream over as many consecutive chunks as are ready; False if there were none."""
         t0, n, toks, served = time.time(), 0, 0, False
         for res in self.engine.generate(self._feed(), cancelled=self._cancelled, urgent=self.lane.take,
-                                        **self.epoch_kw):
+                                        cancel_epoch=self._cancel_epoch):
             self._write(res)
             served = True
             if res.key > 0:                     # batch work; interactive calls are not logged one by one

@@ -8,7 +8,6 @@ cancelled while they waited. CPU, SGLang and vLLM engines all implement this.
 """
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Literal, Protocol
 
@@ -67,14 +66,6 @@ def engine_stats(engine: object) -> EngineStats:
         return EngineStats()
 
 
-def takes_cancel_epoch(engine: object) -> bool:
-    """Whether `engine.generate` takes the optional `cancel_epoch` keyword (Engine.generate)."""
-    try:
-        return "cancel_epoch" in inspect.signature(engine.generate).parameters  # type: ignore[attr-defined]
-    except (AttributeError, TypeError, ValueError):
-        return False
-
-
 class Engine(Protocol):
     """An inference engine for one model."""
 
@@ -92,7 +83,8 @@ class Engine(Protocol):
 
     def generate(self, requests: Iterable[GenRequest],
                  cancelled: Callable[[int], bool] | None = None,
-                 urgent: Callable[[], list[GenRequest]] | None = None) -> Iterator[GenResult]:
+                 urgent: Callable[[], list[GenRequest]] | None = None,
+                 cancel_epoch: Callable[[], int] | None = None) -> Iterator[GenResult]:
         """Run requests, admitted in iteration order; yield each result as it finishes.
 
         The engine must not read ahead of what it can admit now, so that the
@@ -100,8 +92,7 @@ class Engine(Protocol):
         it drops running requests for which `cancelled(key)` is true, without a
         result (the batch was cancelled or expired, or the claim was lost).
 
-        Optional keyword `cancel_epoch: Callable[[], int]` (see `takes_cancel_epoch`;
-        engines without it are called without it): a number the caller changes
+        `cancel_epoch`, where given, is a number the caller changes
         whenever `cancelled` may have turned true for a request the engine
         already runs. An engine may skip a step's per-request `cancelled` calls
         when the number, read before those calls, equals the one read before

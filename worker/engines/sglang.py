@@ -63,7 +63,8 @@ class SGLangEngine:
 
     def generate(self, requests: Iterable[GenRequest],
                  cancelled: Callable[[int], bool] | None = None,
-                 urgent: Callable[[], list[GenRequest]] | None = None) -> Iterator[GenResult]:
+                 urgent: Callable[[], list[GenRequest]] | None = None,
+                 cancel_epoch: Callable[[], int] | None = None) -> Iterator[GenResult]:
         """Urgent requests go to SGLang at once, past our in-flight budget; their tokens reach
         `on_tokens` when they finish (not streamed token by token on this engine)."""
         done: queue.Queue = queue.Queue()

@@ -113,7 +113,8 @@ class VllmEngine:
 
     def generate(self, requests: Iterable[GenRequest],
                  cancelled: Callable[[int], bool] | None = None,
-                 urgent: Callable[[], list[GenRequest]] | None = None) -> Iterator[GenResult]:
+                 urgent: Callable[[], list[GenRequest]] | None = None,
+                 cancel_epoch: Callable[[], int] | None = None) -> Iterator[GenResult]:
         """Urgent requests are added at once, past max_num_seqs of our feeding (vLLM's own scheduler then
         runs them first-come among what it has, which this loop keeps short); their tokens stream out of
         cumulative outputs."""

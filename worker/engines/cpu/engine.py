@@ -52,14 +52,14 @@ DEFAULT_STEP_TOKENS = 1024       # a step's tokens: every decode plus prefill ch
 # RUSH_BATCH_TOKENS of batch work, decodes and prefill together (the oldest sequences first;
 # the rest keep their blocks and wait). Since a new interactive prompt cuts in between two
 # layers of the step in flight, the cap no longer sets its time to first token; it sets the
-# time between its tokens (each rides in a batch step) against the batch's speed. 256, the
-# running cap, keeps every running batch sequence decoding and only holds back big prefill
+# time between its tokens (each rides in a batch step) against the batch's speed. The
+# running cap (256) keeps every running batch sequence decoding and only holds back big prefill
 # chunks: with a 2,000-request batch and chats at 1/s, the batch kept ~1.0 of its solo speed
 # at 256 and 0.62 at 96 (which cuts the running batch to 96 sequences), chats' first token
 # within 1.1-1.3x of idle either way, their 24 tokens in ~4.9 s at 256 and ~2.5 s at 96
 # (BENCHMARKS.md, session 15). The window covers the gaps of a steady trickle (1 request/s).
 RUSH_WINDOW_S = 10.0
-RUSH_BATCH_TOKENS = 256
+RUSH_BATCH_TOKENS = DEFAULT_MAX_RUNNING
 
 
 @contextlib.contextmanager
@@ -158,7 +158,8 @@ class CpuEngine:
     @torch.inference_mode()
     def generate(self, requests: Iterable[GenRequest],
                  cancelled: Callable[[int], bool] | None = None,
-                 urgent: Callable[[], list[GenRequest]] | None = None) -> Iterator[GenResult]:
+                 urgent: Callable[[], list[GenRequest]] | None = None,
+                 cancel_epoch: Callable[[], int] | None = None) -> Iterator[GenResult]:
         torch.set_num_threads(self.threads)    # in the thread that runs the steps: see _one_thread
         stream = iter(requests)
         sched = self._sched = Scheduler(self.blocks, self.max_running, self.step_tokens,
