@@ -68,6 +68,7 @@ CLAIM_PARTS = re.compile(r"\(sibling wait ([\d.]+), transaction ([\d.]+), its CP
 # How long the engine's loop waited for each chunk (worker/service.py: chunks are claimed ahead).
 ENGINE_WAIT = re.compile(r"the engine waited ([\d.]+) ms")
 ROUND = re.compile(r"round ([\d.]+)s")
+AHEAD_EMPTY = "the claim made ahead found no chunk ready"     # planning fell behind the ranks, or the end
 
 
 def write_file(path: Path, n: int, max_tokens: int, seed: int = 0) -> None:
@@ -216,6 +217,7 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
         parts = np.array([[float(x) for x in m] for n in d.procs if n.startswith("worker")
                           for m in CLAIM_PARTS.findall(d.log(n, tail=None))]).reshape(-1, 3)
         waits = [float(m) for n in d.procs if n.startswith("worker") for m in ENGINE_WAIT.findall(d.log(n, tail=None))]
+        ahead_empty = sum(d.log(n, tail=None).count(AHEAD_EMPTY) for n in d.procs if n.startswith("worker"))
         rounds = [float(m) for m in ROUND.findall(d.log("scheduler", tail=None) + d.log("standby", tail=None))]
         start = min(b.first_run_at for b in bts.values())
         wait = [bts[b].first_run_at - bts[b].in_progress_at for b in ids]
@@ -229,7 +231,7 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
             "max_tokens": pace.max_tokens, "demand_results_per_s": round(pace.results_per_s(ranks)),
             "results_per_s": round(n_done / max(last - start, 1e-9), 1),
             "claim_ms_p50": pct(claims, 50) if claims else None, "claim_ms_p99": pct(claims, 99) if claims else None,
-            "claims": len(claims),
+            "claims": len(claims), "claims_ahead_empty": ahead_empty,
             **{f"claim_{part}_ms_p{q}": pct(parts[:, k], q) if len(parts) else None
                for k, part in enumerate(("sibling_wait", "transaction", "transaction_cpu")) for q in (50, 99)},
             "engine_wait_for_chunk_ms_p50": pct(waits, 50) if waits else None,

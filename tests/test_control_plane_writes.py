@@ -232,32 +232,6 @@ def test_idle_ranks_of_a_process_share_an_empty_claim(db):
     assert len(reads) == 3
 
 
-def test_ranks_claim_side_by_side_while_claims_find_work(db, monkeypatch):
-    """Only probes for work take turns: once a claim found work, the next claims of sibling ranks run in
-    transactions of their own at the same time (the barrier would time out if they took turns)."""
-    engine, sessions = db
-    _worker(sessions, "worker_a")
-    _batch(sessions, 8, chunks=4)
-    gate = _Claims()
-    assert gate.claim(sessions, "worker_a", "m", 30, 5.0) is not None     # the first claim: a probe
-    real, both_in = claims.claim, threading.Barrier(2, timeout=5)
-
-    def claim_meeting_a_sibling(*a, **kw):
-        both_in.wait()          # raises BrokenBarrierError unless the sibling's claim is in too
-        return real(*a, **kw)
-
-    monkeypatch.setattr(claims, "claim", claim_meeting_a_sibling)
-    results: list = []
-    threads = [threading.Thread(target=lambda: results.append(gate.claim(sessions, "worker_a", "m", 30, 5.0)))
-               for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(results) == 2 and all(r is not None for r in results)
-    assert len({r.id for r in results}) == 2
-
-
 def test_the_shared_empty_claim_holds_longer_while_claims_stay_empty(db):
     from worker.service import IDLE_BACKOFF
 

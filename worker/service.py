@@ -42,7 +42,6 @@ them with an error the API can retry elsewhere.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import random
@@ -138,21 +137,22 @@ class _LiveBatches:
 
 
 class _Claims:
-    """Claims of one process's ranks: a rank does not ask the database for work while a sibling's claim
-    found none within the last poll interval.
+    """Claims of one process's ranks, one at a time: a rank does not ask the database for work while a
+    sibling's claim found none within the last poll interval.
 
     64 idle echo ranks each polling the chunk table was most of their CPU (and
     as many empty transactions for the database); a process now asks once per
     poll interval after a first empty claim, backing off to once per
-    IDLE_BACKOFF intervals while they stay empty. Only those probes take turns
-    (the lock): while claims find work, ranks claim side by side, each in its
-    own transaction (SKIP LOCKED keeps them apart). Taking turns on every claim
-    made a claim wait for its siblings' transactions: at 64 ranks, 0.5-0.7 s of
-    a 0.64-s claim p99 (BENCHMARKS.md, session 16). A successful claim clears
-    the mark and wakes the siblings (_WORK), so they ask at once: there may be more.
+    IDLE_BACKOFF intervals while they stay empty. A successful claim clears the mark and
+    wakes the siblings (_WORK), so they ask at once: there may be more.
+
+    Claims take turns even while they find work. Letting siblings claim side by side
+    (only empty probes taking turns) was measured at 64 ranks on 2 cores: the wait
+    for a sibling fell, each transaction's grew more (GIL and cores), claim p99 went
+    from 595 to 809 ms and results/s from 1,114 to 1,051 (BENCHMARKS.md, session 16).
 
     `timing()` tells the calling rank what its last claim was made of (logged with the claim), so a
-    slow claim can be told apart: waiting for a sibling's probe, or the transaction itself, and of
+    slow claim can be told apart: waiting for a sibling's claim, or the transaction itself, and of
     that how much was this thread's CPU (the rest: the database, the GIL, a free core).
     """
 
@@ -160,23 +160,18 @@ class _Claims:
         self.lock = threading.Lock()
         self.empty_at = float("-inf")
         self.empty = 0          # empty claims in a row: the mark holds longer, as idle_wait does
-        self.probing = True     # no claim has found work since the last empty one (or yet): take turns
         self._last = threading.local()
 
     def claim(self, sessions: sessionmaker[Session], worker_id: str, model: str, lease_s: float,
               poll_s: float) -> claims.Claimed | None:
         t0 = time.perf_counter()
-        probe = self.probing
-        with self.lock if probe else contextlib.nullcontext():
-            if probe and time.monotonic() - self.empty_at < poll_s * min(2 ** max(self.empty - 1, 0), IDLE_BACKOFF):
+        with self.lock:
+            if time.monotonic() - self.empty_at < poll_s * min(2 ** max(self.empty - 1, 0), IDLE_BACKOFF):
                 return None
             t1, c1 = time.perf_counter(), time.thread_time()
             got = claims.claim(sessions, worker_id, model, lease_s)
             self._last.ms = ((t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3, (time.thread_time() - c1) * 1e3)
-            if got is None:
-                self.empty_at, self.empty, self.probing = time.monotonic(), self.empty + 1, True
-            else:
-                self.empty_at, self.empty, self.probing = float("-inf"), 0, False
+            self.empty_at, self.empty = (time.monotonic(), self.empty + 1) if got is None else (float("-inf"), 0)
             return got
 
     def timing(self) -> tuple[float, float, float]:
@@ -390,6 +385,8 @@ class WorkerService:
         """The chunk claimed ahead, if there is one; else (none was ready then either) a claim now."""
         ahead, self.ahead = self.ahead, None
         got = ahead.result() if ahead is not None else None
+        if ahead is not None and got is None:       # planning (or the batch) had nothing ready in time
+            log.info("the claim made ahead found no chunk ready")
         return got if got is not None else self._claim()
 
     def _forget_ahead(self) -> None:
