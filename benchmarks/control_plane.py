@@ -137,8 +137,14 @@ class Pace:
         return ranks * self.max_running / (self.max_tokens / self.tokens_per_s * math.exp(0.02))
 
 
+def renice(pid: int, nice: int) -> None:
+    """Every thread of `pid` at `nice` (Linux keeps a nice value per thread; threads started later inherit it)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+
+
 def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, per_proc: int, polls_per_s: float,
-        plan_window: int, pace: Pace) -> dict:
+        plan_window: int, pace: Pace, worker_nice: int = 0) -> dict:
     """One deployment; the batches of `files` created `every_s` apart (all at once when 0); until all end."""
     tmp = Path(tempfile.mkdtemp(prefix="bs-cp-"))
     app = f"bs_cp_{tmp.name[-8:]}"
@@ -162,6 +168,9 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
         left, i = left - k, i + 1
     try:
         d.wait_ready(600)   # inside: one that does not come up is stopped too; 600 s: 64 ranks start slowly on 2 busy cores
+        for n, p in d.procs.items():
+            if worker_nice and n.startswith("worker"):
+                renice(p.pid, worker_nice)
         c = d.client()
         pollers: list[tuple[Pollers, threading.Thread]] = []     # one per batch, for its first minutes
         cpu0 = {n: cpu_s(p.pid) for n, p in d.procs.items()}
@@ -227,7 +236,7 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
         return {
             "requests": sum(lines), "batches": len(ids), "every_s": every_s, "ranks": ranks,
             "worker_processes": i, "polls_per_s": polls_per_s, "plan_window": plan_window,
-            "echo_tokens_per_s": pace.tokens_per_s, "echo_max_running": pace.max_running,
+            "echo_tokens_per_s": pace.tokens_per_s, "echo_max_running": pace.max_running, "worker_nice": worker_nice,
             "max_tokens": pace.max_tokens, "demand_results_per_s": round(pace.results_per_s(ranks)),
             "results_per_s": round(n_done / max(last - start, 1e-9), 1),
             "claim_ms_p50": pct(claims, 50) if claims else None, "claim_ms_p99": pct(claims, 99) if claims else None,
@@ -309,6 +318,9 @@ def main() -> None:
     ap.add_argument("--echo-tokens-per-s", type=float, default=45.0, help="each running sequence's token rate")
     ap.add_argument("--echo-max-running", type=int, default=256, help="sequences a rank runs at once")
     ap.add_argument("--plan-window", type=int, default=32768)
+    ap.add_argument("--worker-nice", type=int, default=0,
+                    help="run the echo workers at this nice value: on a machine where every role shares 2 cores, "
+                         "it models a scheduler (and API) on cores of their own, as in a cluster")
     ap.add_argument("--label", default="", help="a note stored with each line (which code, before/after)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/control_plane.jsonl"))
     args = ap.parse_args()
@@ -328,7 +340,7 @@ def main() -> None:
             if not files[-1].exists():
                 write_file(files[-1], n, args.max_tokens, seed=k)
         r = run(tokenizer_model, files, args.every, ranks, args.ranks_per_process, args.polls_per_s,
-                args.plan_window, pace)
+                args.plan_window, pace, args.worker_nice)
         print(json.dumps(r), flush=True)
         with open(args.out, "a") as f:
             f.write(json.dumps({"at": time.strftime("%Y-%m-%d %H:%M"), "label": args.label, **r}) + "\n")
