@@ -68,9 +68,9 @@ def timed_run(path: Path, reqs: list[GenRequest]) -> tuple[float, list[tuple[flo
     steps: list[tuple[float, list[float], Step]] = []
     run_step = engine._run
 
-    def run(sched, step):         # time each forward pass with its step's shape
+    def run(sched, step, *rest):  # time each forward pass with its step's shape (rest: the cut-in hook)
         t = time.perf_counter()
-        finished = run_step(sched, step)
+        finished = run_step(sched, step, *rest)
         steps.append((time.perf_counter() - t, features(step), step))
         return finished
 

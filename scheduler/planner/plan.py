@@ -52,9 +52,10 @@ class _Clock:
 
 
 TAIL_GUARD = True      # move the long-bound tail (below); False leaves the dual scan's order as is
-# How: "guard" (tail_guard: each request's position scaled by 1 - bound / fewest steps; the default) or
-# "engine_clock" (engine_clock_tail; BENCHMARKS.md session 15: not the default, it did not pass the grid)
-TAIL_PLACEMENT = "guard"
+# How: "engine_clock" (engine_clock_tail, the default: on the 65-cell grid at 2048-token steps no cell
+# below 0.98x the best other order in either overlap mode, where "guard" had two; BENCHMARKS.md, session
+# 16) or "guard" (tail_guard: each request's position scaled by 1 - bound / fewest steps; kept for A/B runs)
+TAIL_PLACEMENT = "engine_clock"
 TAIL_SHARE = 0.1       # a request whose output bound is at least this share of the fewest steps is the tail
 
 
