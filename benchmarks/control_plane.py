@@ -31,6 +31,8 @@ run (ranks flat out, far beyond any GPU: --max-tokens 16 --echo-tokens-per-s 50,
     PYTHONPATH=. .venv/bin/python benchmarks/control_plane.py --requests 10000,80000,300000 --ranks 1,8,32
     # 200 batches of 5,000 arriving 2 s apart, 64 ranks
     PYTHONPATH=. .venv/bin/python benchmarks/control_plane.py --requests 5000 --batches 200 --every 2 --ranks 64
+    # the scheduler and API on cores of their own, as in a cluster (on 2 shared cores: the workers at nice 10)
+    PYTHONPATH=. .venv/bin/python benchmarks/control_plane.py --requests 200000 --ranks 64 --worker-nice 10
     # saturated: the CPU bound of the machine
     PYTHONPATH=. .venv/bin/python benchmarks/control_plane.py --requests 300000 --ranks 64 --max-tokens 16 --echo-tokens-per-s 50
 
