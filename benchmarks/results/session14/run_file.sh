@@ -4,7 +4,7 @@
 # on that run's requests in plan, DFS and FCFS order, RUNS times each, interleaved, every step recorded.
 set -e
 cd "$(dirname "$0")/../../.."
-R=benchmarks/results/session14
+R=${R:-benchmarks/results/session14}   # where the runs go (session 16 set R=benchmarks/results/session16)
 PY=/work/main/.venv/bin/python
 export PYTHONPATH=. HF_HUB_OFFLINE=1
 name=$1; runs=$2
