@@ -13,7 +13,8 @@ The kinds (the paper's Table 4, scaled to a 135M model on 2 cores):
 Rows are drawn at random, so kinds interleave in file order (FCFS). A file's
 ``subjects`` may exceed MMLU's 57 (numbered variants of its subjects): that is how
 ``bigprefix`` gets more distinct prefix tokens than the CPU engine's default
-2 GiB pool holds (93K tokens), the regime where order decides what the cache keeps.
+2 GiB pool holds (93K tokens), and ``overpool`` about twice as many: the regime
+where order decides what the cache keeps.
 
 ``--run`` sends each file through the service once (real processes, the CPU
 engine, the planner) and prints the run's database, for benchmarks/engine_orders.py:
@@ -41,6 +42,10 @@ FILES: dict[str, dict] = {
     # few-shot prefixes (3-shot, ~540 tokens) of 180 subjects: ~97K distinct prefix tokens, over the pool
     "bigprefix": dict(n=520, mix=dict(mmlu=0.75, burstgpt=0.10, wildchat=0.10, openvid=0.05),
                       subjects=180, shots=3, long_tokens=256),
+    # 5-shot prefixes (~900 tokens) of 200 subjects, ~2 questions each: ~180K distinct prefix tokens, about
+    # twice the pool, so in file order a prefix is mostly evicted before its next use
+    "overpool": dict(n=520, mix=dict(mmlu=0.80, burstgpt=0.08, wildchat=0.07, openvid=0.05),
+                     subjects=200, shots=5, long_tokens=256),
     # a third each of long generations and exams, the rest short chat: the blend's case
     "longexam": dict(n=300, mix=dict(mmlu=0.35, burstgpt=0.20, wildchat=0.10, openvid=0.35),
                      subjects=40, shots=5, long_tokens=320),

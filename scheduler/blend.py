@@ -40,7 +40,7 @@ from sqlalchemy.orm import Session
 
 from core.models import Request
 from scheduler.planner import (HARDWARE, ModelProfile, PrefixTree, Workload, effective_output_lengths,
-                               estimate_output_lengths, plan, warmup_sample)
+                               estimate_output_lengths, plan, tail_threshold, warmup_sample)
 from scheduler.planner.perf import comp_time, mem_time
 from scheduler.planner.plan import STEP_TOKENS
 from scheduler.planning import Piece, Round
@@ -66,7 +66,7 @@ class Lengths:
     effective: np.ndarray   # KV reads of the subtree's expected reads (p d + d^2/2): for the plan and memory
 
 
-def _lengths(r: Round) -> tuple[Lengths, np.ndarray]:
+def _lengths(r: Round, model: ModelProfile, hw, kv: float | None, ranks: int, step: int) -> tuple[Lengths, np.ndarray]:
     """Both estimates for every request of the round from the model's history, and the cold fresh requests.
 
     The plan runs on effective lengths (scheduler/planner/estimate.py): its
@@ -80,17 +80,27 @@ def _lengths(r: Round) -> tuple[Lengths, np.ndarray]:
     Cold: fresh requests no sample of their own subtree covers (the mean
     estimate with a NaN prior finds them; the warm-up samples them first).
     Where there is no history at all both are min(max_tokens, 256).
+    The effective lengths keep the long-bound requests' observations apart
+    (plan.tail_threshold, judged on a first estimate of this round), as the
+    simulator does: a few 16K-token outputs must not lift the short-bound
+    requests' lengths, or the blend's clock for them depends on what the
+    history happened to catch.
     """
-    hist_prompts, hist_out = r.history or ([], np.zeros(0))
+    hist_prompts, hist_out, hist_cap = r.history or ([], np.zeros(0), np.zeros(0))
     h = len(hist_prompts)
-    mt = np.concatenate([hist_out.astype(np.int64), r.max_tokens])
-    every = _workload(list(hist_prompts) + list(r.prompts), mt)
+    every = _workload(list(hist_prompts) + list(r.prompts), np.concatenate([hist_cap, r.max_tokens]).astype(np.int64))
     tree = PrefixTree.build(every)
-    mean = estimate_output_lengths(every, np.arange(h), hist_out, prior=np.nan, tree=tree)[h:]
+    seen = np.arange(h)
+    mean = estimate_output_lengths(every, seen, hist_out, prior=np.nan, tree=tree)[h:]
     cold = np.flatnonzero(np.isnan(mean) & r.fresh)
     prior = float(hist_out.mean()) if h else PRIOR_OUTPUT_TOKENS
     mean = np.where(np.isnan(mean), np.minimum(prior, r.max_tokens), mean)
-    effective = effective_output_lengths(every, np.arange(h), hist_out, tree=tree)[h:]
+    first = effective_output_lengths(every, seen, hist_out, tree=tree)
+    now = _workload(list(r.prompts), r.max_tokens)
+    now.output_len = first[h:]
+    bound = tail_threshold(now, model, hw, kv_capacity_bytes=kv, ranks=ranks, step_tokens=step)
+    tail = np.maximum(every.max_tokens, first) >= bound
+    effective = effective_output_lengths(every, seen, hist_out, tree=tree, strata=tail)[h:]
     return Lengths(mean, effective), cold
 
 
@@ -153,7 +163,7 @@ class BlendServe:
         kv = min((w[2] for w in r.workers), default=0) * model.kv_bytes_per_token or None
         self.ranks[r.model] = ranks
 
-        est, cold = _lengths(r)
+        est, cold = _lengths(r, model, hw, kv, ranks, step or STEP_TOKENS)
 
         pieces: list[Piece] = []
         taken = np.zeros(n, dtype=bool)

@@ -63,8 +63,8 @@ class Round:
     expires_at: np.ndarray        # of the request's batch
     max_tokens: np.ndarray
     prompts: list[bytes] | None = None          # int32 token ids, when the policy needs them
-    # Recently completed requests of the model (prompts, output tokens): the observed output lengths.
-    history: tuple[list[bytes], np.ndarray] | None = None
+    # Recently completed requests of the model (prompts, output tokens, max_tokens): the observed output lengths.
+    history: tuple[list[bytes], np.ndarray, np.ndarray] | None = None
     workers: list[tuple[str, str, int]] = field(default_factory=list)   # live (id, engine, kv tokens)
 
     def take(self, idx: np.ndarray) -> "Round":
@@ -116,7 +116,7 @@ def live_workers(session: Session, model: str, lease_s: float, now: float) -> li
 HISTORY = 4096
 
 
-def _history(session: Session, model: str) -> tuple[list[bytes], np.ndarray]:
+def _history(session: Session, model: str) -> tuple[list[bytes], np.ndarray, np.ndarray]:
     """Completed requests of the model's most recent done chunks: the observed output lengths.
 
     Read through the chunks (newest first) and ix_requests_chunk: ordering the
@@ -125,10 +125,11 @@ def _history(session: Session, model: str) -> tuple[list[bytes], np.ndarray]:
     """
     recent = (select(Chunk.id).where(Chunk.model == model, Chunk.status == "done")
               .order_by(Chunk.id.desc()).limit(HISTORY))
-    rows = session.execute(select(Request.prompt_ids, Request.completion_tokens)
+    rows = session.execute(select(Request.prompt_ids, Request.completion_tokens, Request.max_tokens)
                            .where(Request.chunk_id.in_(recent), Request.status == "completed")
                            .limit(HISTORY)).all()
-    return [r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.float64)
+    out = np.array([r[1] for r in rows], dtype=np.float64)
+    return [r[0] for r in rows], out, np.array([r[2] or r[1] for r in rows], dtype=np.float64)
 
 
 def _outranking_models(session: Session, settings: Settings, now: float) -> set[str]:

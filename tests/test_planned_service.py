@@ -138,7 +138,7 @@ def _round_with_history(model: str) -> Round:
     n = len(prompts)
     return Round(model, np.arange(1, n + 1), np.ones(n, dtype=bool), np.zeros(n, dtype=np.int64),
                  np.arange(n), np.full(n, time.time() + 86_400.0), np.full(n, 4096, dtype=np.int64), prompts,
-                 (hist, out), [("w1", "vllm", 400_000)])
+                 (hist, out, np.full(len(out), 4096.0)), [("w1", "vllm", 400_000)])
 
 
 def test_a_heavy_tail_behind_a_prefix_is_planned_as_the_memory_it_holds():

@@ -7,12 +7,12 @@ the output lengths it needs; sharing_ratio() scores any order's prefix reuse.
 """
 from .estimate import effective_output_lengths, estimate_output_lengths, warmup_sample
 from .perf import HARDWARE, MODELS, HardwareProfile, ModelProfile
-from .plan import POLICIES, Plan, plan
+from .plan import POLICIES, Plan, tail_threshold, plan
 from .sharing import sharing_ratio
 from .tree import NodeTotals, PrefixTree
 from .workload import Workload
 
 __all__ = [
     "HARDWARE", "MODELS", "POLICIES", "HardwareProfile", "ModelProfile", "NodeTotals", "Plan", "PrefixTree",
-    "Workload", "effective_output_lengths", "estimate_output_lengths", "plan", "sharing_ratio", "warmup_sample",
+    "Workload", "effective_output_lengths", "estimate_output_lengths", "tail_threshold", "plan", "sharing_ratio", "warmup_sample",
 ]

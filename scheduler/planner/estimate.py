@@ -96,7 +96,7 @@ def estimate_output_lengths(workload: Workload, sampled: np.ndarray, observed: n
 
 
 def effective_output_lengths(workload: Workload, sampled: np.ndarray, observed: np.ndarray,
-                             tree: PrefixTree | None = None) -> np.ndarray:
+                             tree: PrefixTree | None = None, strata: np.ndarray | None = None) -> np.ndarray:
     """Per request, the output length whose KV reads equal the expected KV reads of its subtree's samples.
 
     A request's memory work p d + d^2/2 is convex in d, so the subtree's mean
@@ -112,9 +112,30 @@ def effective_output_lengths(workload: Workload, sampled: np.ndarray, observed: 
     true expected KV, spread over all its requests, since the tree cannot say
     which of them are the long ones. Capped by max_tokens; sampled requests
     keep their observed length; with no sample at all, min(max_tokens, 256).
+
+    strata (optional, one class per request, e.g. long-bound or not: plan.tail_threshold): a sample
+    informs only the requests of its own class, as if each class had a tree
+    of its own; a class with no sample falls back to all samples. The
+    classes a caller can tell apart without a marker are those of the
+    request's own bound (max_tokens): a request that may not decode 16K
+    tokens learns nothing about its KV from a sample that did.
     """
     tree = tree or PrefixTree.build(workload)
+    sampled = np.asarray(sampled, dtype=np.int64)
     observed = np.asarray(observed, dtype=np.float64)
+    if strata is None or len(observed) == 0:
+        return _effective(workload, sampled, observed, tree)
+    strata = np.asarray(strata)
+    out = np.empty(workload.n, dtype=np.float64)
+    for k in np.unique(strata):
+        members = strata == k
+        own = members[sampled]
+        use = own if own.any() else np.ones(len(sampled), dtype=bool)
+        out[members] = _effective(workload, sampled[use], observed[use], tree)[members]
+    return out
+
+
+def _effective(workload: Workload, sampled: np.ndarray, observed: np.ndarray, tree: PrefixTree) -> np.ndarray:
     cap = workload.max_tokens.astype(np.float64)
     if len(observed) == 0:
         return np.minimum(cap, 256.0)

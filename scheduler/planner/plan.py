@@ -72,6 +72,30 @@ def _fewest_steps(fresh: np.ndarray, d: np.ndarray, model: perf.ModelProfile, ca
     return max(*_clocks(fresh, d, model, capacity, step_tokens), float(d.max(initial=0.0)), 1.0)
 
 
+def tail_threshold(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile, *,
+                   kv_capacity_bytes: float | None = None, ranks: int = 1, step_tokens: int = STEP_TOKENS) -> float:
+    """The output bound from which a request may decode for TAIL_SHARE of the run's fewest steps (judged from
+    workload.output_len, estimates): max(max_tokens, d) at or above it is the tail the plan places at its
+    bounds (engine_clock_tail).
+
+    The estimator keeps those requests' samples apart from the rest's
+    (estimate.effective_output_lengths, strata): a 1% sample that catches
+    two 16K-token generations among short chats must not lift the chats'
+    lengths, or the rest's compute clock depends on what the sample caught.
+    """
+    d = np.minimum(workload.output_len, workload.max_tokens).astype(np.float64)
+    return TAIL_SHARE * _fewest_steps(workload.prompt_lens().astype(np.float64), d, model,
+                                      _capacity(model, hw, kv_capacity_bytes) * ranks, step_tokens)
+
+
+def _capacity(model: perf.ModelProfile, hw: perf.HardwareProfile, kv_capacity_bytes: float | None) -> float:
+    """One rank's KV bytes: as given, or by default 90% of the device less the weights."""
+    kv = hw.memory_bytes * 0.9 - model.weight_bytes() if kv_capacity_bytes is None else kv_capacity_bytes
+    if kv <= 0:
+        raise ValueError(f"{model.name} does not fit {hw.name}: pass kv_capacity_bytes for a TP group")
+    return kv
+
+
 def engine_clock_tail(order: np.ndarray, fresh: np.ndarray, d: np.ndarray, longest: np.ndarray,
                       pool_tokens: float, step_tokens: int, fewest: float, memory_bound: bool) -> np.ndarray:
     """Place the requests that may decode for a large share of the run on the engine's clock.
@@ -209,10 +233,7 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
         raise ValueError("ranks must be >= 1")
     if step_tokens < 1:
         raise ValueError("step_tokens must be >= 1")
-    if kv_capacity_bytes is None:
-        kv_capacity_bytes = hw.memory_bytes * 0.9 - model.weight_bytes()
-    if kv_capacity_bytes <= 0:
-        raise ValueError(f"{model.name} does not fit {hw.name}: pass kv_capacity_bytes for a TP group")
+    kv_capacity_bytes = _capacity(model, hw, kv_capacity_bytes)
     clock = _Clock()
     n = workload.n
     p = workload.prompt_lens().astype(np.float64)

@@ -11,7 +11,8 @@ from typing import Callable
 
 import numpy as np
 
-from scheduler.planner import PrefixTree, Workload, effective_output_lengths, plan, sharing_ratio, warmup_sample
+from scheduler.planner import (PrefixTree, Workload, effective_output_lengths, plan, sharing_ratio,
+                               tail_threshold, warmup_sample)
 from scheduler.planner.perf import HardwareProfile, ModelProfile
 from scheduler.simulator.engine import EngineConfig, SimResult, output_lengths, simulate
 from scheduler.simulator.optimum import Optimum, engine_bound, ideal, optimum
@@ -20,6 +21,7 @@ from scheduler.simulator.workloads import density
 
 LENGTH_MODES = ("estimate", "oracle")
 WARMUP_FRACTION = 0.01
+SPLIT_TAIL_SAMPLES = True   # the long-bound requests' samples kept apart (estimate.effective_output_lengths, strata)
 
 
 @dataclass
@@ -79,12 +81,19 @@ def _blendserve_estimated(w: Workload, model: ModelProfile, hw: HardwareProfile,
 
     The estimates are effective lengths (estimate.effective_output_lengths):
     a subtree's expected KV reads, not its mean length, so that a band
-    hiding a few long generations is planned as the memory it holds.
+    hiding a few long generations is planned as the memory it holds. With
+    SPLIT_TAIL_SAMPLES the samples of long-bound requests (plan.tail_threshold,
+    judged on a first estimate) inform only the long-bound requests.
     """
     true = output_lengths(w).astype(np.float64)
     tree = PrefixTree.build(w)               # one tree for the sample and the estimates
     sample = warmup_sample(w, WARMUP_FRACTION, seed=seed, tree=tree)
     est = effective_output_lengths(w, sample, true[sample], tree=tree)
+    if SPLIT_TAIL_SAMPLES:
+        bound = tail_threshold(Workload(w.tokens, w.offsets, w.max_tokens, est), model, hw,
+                               kv_capacity_bytes=kv_bytes, step_tokens=step_tokens)
+        tail = np.maximum(w.max_tokens, est) >= bound
+        est = effective_output_lengths(w, sample, true[sample], tree=tree, strata=tail)
     del tree
     p = plan(Workload(w.tokens, w.offsets, w.max_tokens, est), model, hw, "blendserve",
              kv_capacity_bytes=kv_bytes, step_tokens=step_tokens, seed=seed)

@@ -18,7 +18,7 @@ QUERIES = {
     .where(Request.model == "m", Batch.status == "in_progress",
            (Request.status == "pending") | ((Request.status == "planned") & Request.chunk_id.in_([1, 2]))),
     "next seq": select(func.max(Chunk.seq)),
-    "history": select(Request.prompt_ids, Request.completion_tokens)
+    "history": select(Request.prompt_ids, Request.completion_tokens, Request.max_tokens)
     .where(Request.chunk_id.in_(select(Chunk.id).where(Chunk.model == "m", Chunk.status == "done")
                                 .order_by(Chunk.id.desc()).limit(4096)), Request.status == "completed").limit(4096),
     "backlog": select(Chunk.id, Chunk.size, Chunk.seq).where(Chunk.model == "m", Chunk.status == "pending"),

@@ -128,3 +128,49 @@ def test_effective_lengths_let_the_planner_see_the_memory_a_few_long_outputs_hid
            for name, d in (("true", true), ("mean", mean), ("eff", eff))}
     assert rho["mean"] > 4 * rho["true"], rho
     assert rho["true"] / 2 < rho["eff"] < 2 * rho["true"], rho
+
+
+def test_strata_keep_a_few_long_samples_from_lifting_the_short_bound_requests():
+    """Short chats (max_tokens 1024) and a few long generations (max_tokens 20,000) under one root, no shared
+    prefix: with the long-bound samples apart, the chats' lengths come from the chats' samples alone and the
+    long ones' from the long samples; without, every chat is lifted to its cap by two 16K samples."""
+    n_short, n_long = 300, 6
+    w = Workload.from_lists([[5000 + i, 7] for i in range(n_short + n_long)], [1024] * n_short + [20_000] * n_long)
+    sampled = np.array([3, 100, 200, n_short, n_short + 1])
+    observed = np.array([20.0, 30.0, 40.0, 16_000.0, 15_000.0])
+    tail = w.max_tokens >= 2000
+    plain = effective_output_lengths(w, sampled, observed)
+    split = effective_output_lengths(w, sampled, observed, strata=tail)
+    short = np.setdiff1d(np.arange(n_short), sampled)
+    assert np.all(plain[short] == 1024.0)
+    p, d = 2.0, observed[:3]
+    assert np.allclose(p * split[short] + split[short] ** 2 / 2, np.mean(p * d + d * d / 2))
+    long = np.arange(n_short + 2, n_short + n_long)
+    assert np.all((split[long] > 15_000) & (split[long] < 16_000))
+    assert split[sampled].tolist() == observed.tolist()
+    lone = effective_output_lengths(w, sampled[:3], observed[:3], strata=tail)     # no long sample: all samples
+    assert np.allclose(lone, effective_output_lengths(w, sampled[:3], observed[:3]))
+
+
+def test_the_rest_of_a_trace_is_estimated_near_its_truth_whatever_long_outputs_the_sample_caught():
+    """Trace 1 (no dataset marker): seeds whose 1% sample caught one 16K-token generation. Without strata that
+    one sample lifted every unshared short request's effective length (17-22x the rest's true decode tokens);
+    with the long-bound samples apart (plan.tail_threshold), the rest stays within 1.7x of its truth."""
+    from scheduler.planner import HARDWARE, MODELS, tail_threshold
+    from scheduler.simulator import workloads
+
+    model, hw = MODELS["llama-3.1-8b"], HARDWARE["a100-80gb"]
+    w = workloads.generate("trace1", 30_000, seed=0, model=model, hw=hw)
+    true = w.output_len
+    tree = PrefixTree.build(w)
+    for seed in (2, 3, 4):
+        s = warmup_sample(w, 0.01, seed=seed, tree=tree)
+        assert (true[s] > 5000).sum() >= 1
+        first = effective_output_lengths(w, s, true[s], tree=tree)
+        tail = np.maximum(w.max_tokens, first) >= tail_threshold(Workload(w.tokens, w.offsets, w.max_tokens, first),
+                                                                 model, hw)
+        split = effective_output_lengths(w, s, true[s], tree=tree, strata=tail)
+        rest = ~tail
+        assert first[rest].sum() > 10 * true[rest].sum()
+        assert 0.9 * true[rest].sum() < split[rest].sum() < 1.7 * true[rest].sum()
+        assert 0.7 < split[tail].mean() / true[tail].mean() < 1.3
