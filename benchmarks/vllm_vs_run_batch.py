@@ -4,7 +4,11 @@
     most people run for offline batches (file order, no job state);
 (b) the service (real api/scheduler/worker processes, SQLite) with a
     `--engine vllm` worker and BLENDSERVE_PLANNER=blendserve;
-(c) the same with BLENDSERVE_PLANNER=fcfs: what the planner alone adds.
+(c) the same with BLENDSERVE_PLANNER=fcfs: what the planner alone adds;
+(d) the same with BLENDSERVE_PLANNER=dfs: prefix-sorted order across jobs;
+(e) run_batch on the file sorted by prompt: what a user gets by sorting it.
+The planner's figure is (b) against the better of (c) and (d); the service's,
+(b) against the better of (a) and (e).
 
 The file: benchmarks/prefix_mix.py, half MMLU-style exam questions over
 --subjects subjects (one ~900-token 5-shot prefix each, 1-2 token answers),
@@ -47,6 +51,7 @@ from pathlib import Path
 import psutil
 from sqlalchemy import func, select
 
+from benchmarks.paper_files import FILES, build
 from benchmarks.prefix_mix import workload
 from core.config import SMOLLM2, Settings
 from core.db import make_engine, make_sessionmaker
@@ -115,8 +120,13 @@ def cli_flags(args: dict) -> list[str]:
     return flags
 
 
-def run_vllm_batch(rows: list[dict], model: Path, options: VllmOptions, tmp: Path) -> Run:
-    """(a): vLLM's run_batch as a user runs it."""
+def sorted_by_prompt(rows: list[dict]) -> list[dict]:
+    """The file sorted by its messages: requests behind one prefix become neighbours (a DFS of the prompts)."""
+    return sorted(rows, key=lambda r: json.dumps(r["body"]["messages"]))
+
+
+def run_vllm_batch(rows: list[dict], model: Path, options: VllmOptions, tmp: Path, way: str = "a") -> Run:
+    """(a): vLLM's run_batch as a user runs it; (e) the same on the file sorted by prompt."""
     src, out = tmp / "input.jsonl", tmp / "output.jsonl"
     src.write_bytes(jsonl(rows))
     model_args = {k: v for k, v in options.engine_args(model, SMOLLM2).items() if k != "model"}
@@ -137,7 +147,7 @@ def run_vllm_batch(rows: list[dict], model: Path, options: VllmOptions, tmp: Pat
     done = out.stat().st_mtime
     usage = [json.loads(x)["response"]["body"]["usage"] for x in out.read_text().splitlines() if x.strip()]
     assert len(usage) == len(rows), f"{len(usage)} results for {len(rows)} requests"
-    return Run("a: vllm run_batch", sum(u["prompt_tokens"] for u in usage),
+    return Run("e: vllm run_batch, sorted file" if way == "e" else "a: vllm run_batch", sum(u["prompt_tokens"] for u in usage),
                sum(u["completion_tokens"] for u in usage),
                sum((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0 for u in usage),
                done - started, done - t0, cpu1 - cpu0)
@@ -170,7 +180,7 @@ def run_service(rows: list[dict], model: Path, planner: str, tmp: Path, engine: 
             first = s.scalar(select(Batch.first_run_at).where(Batch.id == b.id))
             last = s.scalar(select(func.max(Request.finished_at)).where(Request.batch_id == b.id))
         u = b.usage
-        label = {"blendserve": "b", "fcfs": "c"}.get(planner, "d")
+        label = {"blendserve": "b", "fcfs": "c", "dfs": "d"}.get(planner, "f")
         return Run(f"{label}: service, {engine} engine, {planner}",
                    u.input_tokens, u.output_tokens, u.input_tokens_details.cached_tokens, last - first, last - t0,
                    cpu)
@@ -194,8 +204,10 @@ def table(runs: list[Run]) -> str:
         toks = statistics.median(r.prompt + r.completion for r in rs)
         lines.append(f"| {w} | {len(rs)} | {med[w]['whole_s']:.1f} | {med[w]['run_s']:.1f} | "
                      f"{med[w]['run_tok_s']:.0f} | {med[w]['tok_per_cpu_s']:.0f} | {toks:.0f} | {cached:.1%} |")
-    a, b, c = (next((m for w, m in med.items() if w.startswith(x)), None) for x in "abc")
-    for name, num, den in (("b/a", b, a), ("b/c", b, c), ("c/a", c, a)):
+    a, b, c, d, e = (next((m for w, m in med.items() if w.startswith(x)), None) for x in "abcde")
+    best = lambda *ms: max((m for m in ms if m), key=lambda m: m["run_tok_s"], default=None)
+    for name, num, den in (("b/a", b, a), ("b/c", b, c), ("b/d", b, d), ("b/best of c, d", b, best(c, d)),
+                           ("b/best of a, e", b, best(a, e)), ("c/a", c, a)):
         if num and den:
             lines.append(f"\n{name}: run-phase tok/s x{num['run_tok_s'] / den['run_tok_s']:.2f}, "
                          f"tok per CPU-s x{num['tok_per_cpu_s'] / den['tok_per_cpu_s']:.2f}, "
@@ -214,29 +226,33 @@ def main() -> None:
     ap.add_argument("--num-blocks", type=int, default=None,
                     help="KV blocks for every engine (BLENDSERVE_VLLM_NUM_BLOCKS) instead of what --kv-gib gives; "
                          "vLLM wants more than a whole context's worth (8192 / block size 32 = 256 for SmolLM2)")
-    ap.add_argument("--ways", default="abc", help="which of a, b, c to run, in this order each repeat")
+    ap.add_argument("--ways", default="abcde", help="which of a-e to run, in this order each repeat")
+    ap.add_argument("--file", choices=sorted(FILES), help="benchmarks/paper_files' file instead of prefix_mix's")
     ap.add_argument("--json", type=Path, help="append every run's figures to this file")
     args = ap.parse_args()
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(args.kv_gib)   # for run_batch and the workers alike
     if args.num_blocks:
         os.environ["BLENDSERVE_VLLM_NUM_BLOCKS"] = str(args.num_blocks)
     model = model_paths(Settings())[SMOLLM2]
-    rows = workload(args.requests, args.seed, subjects=args.subjects, exams=0.5, long=0.1, long_tokens=256,
-                    chat_tokens=64)
+    rows = build(args.file, args.seed) if args.file else \
+        workload(args.requests, args.seed, subjects=args.subjects, exams=0.5, long=0.1, long_tokens=256,
+                 chat_tokens=64)
     options = VllmOptions.from_env()
     print(json.dumps({"options": asdict(options), "kv_gib": args.kv_gib, "requests": len(rows),
-                      "subjects": args.subjects}), flush=True)
+                      "file": args.file, "subjects": args.subjects}), flush=True)
     runs: list[Run] = []
     for _ in range(args.repeats):
         for way in args.ways:
             tmp = Path(tempfile.mkdtemp(prefix=f"bs-vllm-{way}-"))
             run = run_vllm_batch(rows, model, options, tmp) if way == "a" else \
-                run_service(rows, model, "blendserve" if way == "b" else "fcfs", tmp)
+                run_vllm_batch(sorted_by_prompt(rows), model, options, tmp, "e") if way == "e" else \
+                run_service(rows, model, {"b": "blendserve", "c": "fcfs", "d": "dfs"}[way], tmp)
             runs.append(run)
-            print(json.dumps(run.summary()), flush=True)
+            row = {"file": args.file or f"prefix_mix-{len(rows)}", **run.summary()}
+            print(json.dumps(row), flush=True)
             if args.json:
                 with args.json.open("a") as f:
-                    f.write(json.dumps(run.summary()) + "\n")
+                    f.write(json.dumps(row) + "\n")
     print(table(runs))
 
 

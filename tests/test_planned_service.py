@@ -141,6 +141,30 @@ def _round_with_history(model: str) -> Round:
                  (hist, out, np.full(len(out), 4096.0)), [("w1", "vllm", 400_000)])
 
 
+def test_long_outputs_in_the_history_do_not_lift_requests_that_may_not_decode_them():
+    """No shared prefix: short chats (max_tokens 256, ~40 tokens out) beside long generations (max_tokens 20,000,
+    ~16K out) under one root. The long-bound observations inform only the long-bound requests (plan.tail_threshold),
+    so the chats are planned at their own history's lengths, not lifted to their cap by two 16K outputs."""
+    from scheduler.blend import _lengths
+
+    model, hw = MODELS["llama-3.1-8b"], HARDWARE["a100-80gb"]
+    prompt = lambda i: np.array([70_000 + i, 5, 6, 7], dtype="<i4").tobytes()
+    hist = [prompt(i) for i in range(42)]
+    out = np.array([30.0, 40.0, 50.0] * 13 + [16_000.0, 15_000.0, 17_000.0])
+    cap = np.array([256.0] * 39 + [20_000.0] * 3)
+    prompts = [prompt(1000 + i) for i in range(60)]
+    mt = np.array([256] * 50 + [20_000] * 10, dtype=np.int64)
+    n = len(prompts)
+    r = Round(model.name, np.arange(1, n + 1), np.ones(n, dtype=bool), np.zeros(n, dtype=np.int64), np.arange(n),
+              np.full(n, time.time() + 86_400.0), mt, prompts, (hist, out, cap), [("w1", "vllm", 400_000)])
+    est, cold = _lengths(r, model, hw, None, 1, 2048)
+    assert len(cold) == n          # no shared prefix: all cold (warmed up first); the plan uses the root's history
+    p, d = 4.0, out[:39]
+    assert np.allclose(p * est.effective[:50] + est.effective[:50] ** 2 / 2, np.mean(p * d + d * d / 2))
+    assert np.all(est.effective[:50] < 60)                       # without the split: 256, their cap
+    assert np.all(np.abs(est.effective[50:] - 16_000) < 200)
+
+
 def test_a_heavy_tail_behind_a_prefix_is_planned_as_the_memory_it_holds():
     """The blend plans on effective lengths: behind A the mean (208 tokens) would make A the compute-dense band
     and B (400) the memory-dense one, while A's expected KV reads per request are ~7x B's. The dual scan's

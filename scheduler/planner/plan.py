@@ -127,12 +127,15 @@ def engine_clock_tail(order: np.ndarray, fresh: np.ndarray, d: np.ndarray, longe
         tail, the tail starts first (the pool fills at once; members that
         do not fit wait at the queue head and start as the pool frees) and
         the rest runs while the tail drains, never after it;
-      * memory-bound estimates (a long output in the sample lifts its
-        band's effective lengths, so R is inflated by memory the rest does
-        not use): only the rest's proportions are trusted, and it is
-        stretched over the tail's whole window [0, T], so each tail
-        request waits behind its share of the rest and the engine's walk
-        through the rest is gated by the pool, not left to run ahead.
+      * memory-bound estimates (the pool clock is the longer): the rest
+        is stretched over the tail's whole window [0, T], so each tail
+        request waits behind its share of the rest, the rest's prefills
+        ride in the steps whose pool the tail's decodes fill (the blend),
+        and the engine's walk through the rest is gated by the pool, not
+        left to run ahead. (Before the estimator kept the tail's samples
+        apart, a long output in the sample lifted its band's effective
+        lengths and made R a clock of memory the rest does not use; this
+        branch also kept such an R from being read as compute.)
 
     The rest and the tail each keep their relative order (so prefix
     locality). No tail: the order is returned as is.
