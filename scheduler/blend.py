@@ -96,8 +96,8 @@ def _lengths(r: Round, model: ModelProfile, hw, kv: float | None, ranks: int, st
     prior = float(hist_out.mean()) if h else PRIOR_OUTPUT_TOKENS
     mean = np.where(np.isnan(mean), np.minimum(prior, r.max_tokens), mean)
     first = effective_output_lengths(every, seen, hist_out, tree=tree)
-    now = _workload(list(r.prompts), r.max_tokens)
-    now.output_len = first[h:]
+    start = every.offsets[h]                       # the round's own requests, as a view of `every`
+    now = Workload(every.tokens[start:], every.offsets[h:] - start, r.max_tokens, first[h:])
     bound = tail_threshold(now, model, hw, kv_capacity_bytes=kv, ranks=ranks, step_tokens=step)
     tail = np.maximum(every.max_tokens, first) >= bound
     effective = effective_output_lengths(every, seen, hist_out, tree=tree, strata=tail)[h:]
