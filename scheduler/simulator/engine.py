@@ -75,12 +75,15 @@ class EngineConfig:
     watermark: float = 0.01            # fraction of the KV pool kept free at admission (vLLM)
     efficiency: float = TABLE1_EFFICIENCY
     overlap: str = "nanoflow"          # see OVERLAPS and the module docstring
+    # Prefix hits in whole blocks of this many tokens, at most the prompt less one (vLLM: a 32-token block
+    # of the worker's engine serves from cache only when full); 1: token-exact, as SGLang's radix cache.
+    cache_block_tokens: int = 1
 
     def __post_init__(self) -> None:
         if self.overlap not in OVERLAPS:
             raise ValueError(f"overlap must be one of {OVERLAPS}")
-        if self.step_tokens < 1 or self.max_running < 1:
-            raise ValueError("step_tokens and max_running must be >= 1")
+        if self.step_tokens < 1 or self.max_running < 1 or self.cache_block_tokens < 1:
+            raise ValueError("step_tokens, max_running and cache_block_tokens must be >= 1")
         if self.max_running > self.step_tokens:
             raise ValueError("max_running must not exceed step_tokens: every running request decodes each step")
         if not 0 < self.efficiency <= 1:
@@ -251,6 +254,7 @@ class _Engine:
         t_dec: list[int] = []
         report_every = max(1, self.n // 200)
         watermark = self.watermark
+        block = cfg.cache_block_tokens
 
         def used() -> int:
             return cache.resident_tokens + priv_a + n_dec * clock + priv_prefill
@@ -304,6 +308,8 @@ class _Engine:
                 req, gen = self.queue[0]
                 node = self.node[req]
                 miss_tokens, miss, hit = cache.missing(node)
+                if block > 1:       # the cache serves whole blocks only: the rest of the hit is recomputed
+                    miss_tokens = self.p[req] - min(self.p[req] - miss_tokens, self.p[req] - 1) // block * block
                 need = miss_tokens + gen
                 free = self.cap - used() - n_dec - watermark
                 if need > free:

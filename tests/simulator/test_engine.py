@@ -202,3 +202,19 @@ def test_prefix_trie_counts_every_distinct_prefix_once(prompts):
     distinct = {tuple(p[:k]) for p in prompts for k in range(1, len(p) + 1)}
     assert trie.distinct_tokens() == len(distinct)
     assert np.array_equal(trie.depth[trie.request_node], w.prompt_lens())
+
+
+def test_block_granular_prefix_hits_recompute_the_partial_block():
+    """vLLM serves a prefix from cache in whole blocks and always computes a prompt's last token: a 70-token
+    prefix shared by two 80-token prompts saves 64 tokens at 32-token blocks, 70 token-exact; an identical
+    prompt saves its whole blocks short of the last token (64 of 80, the block holding token 80 recomputed)."""
+    prefix = list(range(1000, 1070))
+    prompts = [prefix + list(range(10)), prefix + list(range(10, 20)), prefix + list(range(10))]
+    w = Workload.from_lists(prompts, 4, [4, 4, 4])
+    order = np.arange(3)
+    exact = simulate(w, order, MODEL, GPU, EngineConfig(max_running=1, step_tokens=256))
+    blocks = simulate(w, order, MODEL, GPU, EngineConfig(max_running=1, step_tokens=256, cache_block_tokens=32))
+    assert exact.computed_prompt_tokens == 80 + 10 + 0
+    assert blocks.computed_prompt_tokens == 80 + (80 - 64) + (80 - 64)
+    with pytest.raises(ValueError, match="cache_block_tokens"):
+        EngineConfig(cache_block_tokens=0)

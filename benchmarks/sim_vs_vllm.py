@@ -1,0 +1,81 @@
+"""The simulator against the vLLM engine: sim_vs_engine.py's check, on steps traced by vllm_engine_orders.py.
+
+vLLM's per-iteration details give each step's prefill tokens and decodes, and
+its core's outputs the KV positions the decodes read, but not where a prefill
+chunk starts; so the fitted step is fixed + per token + per KV position read +
+per decoding sequence (non-negative least squares, the time between outputs as
+the frontend sees it). The simulated engine is the worker's vLLM regime:
+max_num_batched_tokens a step, max_num_seqs running, vLLM's own pool (its log's
+"CPU KV cache size"), prefix hits in whole blocks (block_size), sequential
+overlap, efficiency 1. Fitted on every traced
+run of the file (one file: no other to fit on), so the check is how well one
+linear step model with the simulator's scheduling reproduces each order's run,
+and whether it ranks the orders as measured.
+
+    PYTHONPATH=. .venv/bin/python -m benchmarks.sim_vs_vllm DB --steps S.jsonl --pool-tokens 46592
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.sim_vs_engine import load, nnls
+from core.config import SMOLLM2, Settings
+from core.served import model_paths
+from scheduler.planner.perf import HardwareProfile, ModelProfile
+from scheduler.simulator.engine import EngineConfig, simulate
+from scheduler.simulator.prefix import build_prefix_trie
+from worker.engines.vllm import VllmOptions
+
+TERMS = ("fixed", "per_token", "per_position", "per_sequence")
+
+
+def fit(runs: list[dict]) -> dict[str, float]:
+    """Step-cost coefficients over every traced step: [dt, prefill reqs, prefill tokens, decodes, positions, ...]."""
+    X = np.array([[1.0, s[2] + s[3], s[4], s[3]] for r in runs for s in r["steps"]])
+    y = np.array([s[0] for r in runs for s in r["steps"]])
+    return dict(zip(TERMS, (float(c) for c in nnls(X, y))))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("db", type=Path, help="the service run whose requests and plan the engine ran")
+    ap.add_argument("--steps", type=Path, required=True, help="vllm_engine_orders.py --steps runs")
+    ap.add_argument("--pool-tokens", type=int, required=True, help="vLLM's KV pool (its 'CPU KV cache size')")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    runs = [r for r in map(json.loads, args.steps.read_text().splitlines()) if str(r["db"]) == str(args.db)]
+    measured: dict[str, list[float]] = defaultdict(list)
+    for r in runs:
+        measured[r["order"]].append(r["seconds"])
+    coef = fit(runs)
+    model = ModelProfile.from_config(model_paths(Settings())[SMOLLM2], "smollm2-135m")
+    hw = HardwareProfile.from_step_costs("vllm-cpu-fit", model, **coef)
+    options = VllmOptions()
+    config = EngineConfig(step_tokens=options.max_num_batched_tokens, max_running=options.max_num_seqs,
+                          kv_capacity_tokens=args.pool_tokens, overlap="sequential", efficiency=1.0,
+                          cache_block_tokens=options.block_size)
+    w, orders = load(args.db)
+    trie = build_prefix_trie(w)
+    out = {"db": str(args.db), "coef": {k: float(f"{v:.4g}") for k, v in coef.items()}, "orders": {}}
+    for order, seconds in measured.items():
+        r = simulate(w, orders[order], model, hw, config, trie=trie)
+        med = statistics.median(seconds)
+        out["orders"][order] = {"measured_median": round(med, 2), "measured": [round(s, 2) for s in seconds],
+                                "simulated": round(r.seconds, 2), "error": round(r.seconds / med - 1, 4),
+                                "sim_steps": r.steps, "sim_sharing": round(r.sharing_ratio, 3)}
+    rank = lambda key: sorted(out["orders"], key=lambda o: out["orders"][o][key])   # noqa: E731
+    out["rank_measured"], out["rank_simulated"] = rank("measured_median"), rank("simulated")
+    print(json.dumps(out), flush=True)
+    if args.json:
+        with args.json.open("a") as f:
+            f.write(json.dumps(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()
