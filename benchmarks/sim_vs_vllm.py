@@ -12,7 +12,7 @@ run of the file (one file: no other to fit on), so the check is how well one
 linear step model with the simulator's scheduling reproduces each order's run,
 and whether it ranks the orders as measured.
 
-    PYTHONPATH=. .venv/bin/python -m benchmarks.sim_vs_vllm DB --steps S.jsonl --pool-tokens 46592
+    PYTHONPATH=. .venv/bin/python -m benchmarks.sim_vs_vllm DB --steps S.jsonl --runs R.jsonl --pool-tokens 46592
 """
 from __future__ import annotations
 
@@ -46,13 +46,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("db", type=Path, help="the service run whose requests and plan the engine ran")
     ap.add_argument("--steps", type=Path, required=True, help="vllm_engine_orders.py --steps runs")
+    ap.add_argument("--runs", type=Path, help="vllm_engine_orders.py --json rows: the measured times (default: "
+                                              "the traced runs' own)")
     ap.add_argument("--pool-tokens", type=int, required=True, help="vLLM's KV pool (its 'CPU KV cache size')")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     runs = [r for r in map(json.loads, args.steps.read_text().splitlines()) if str(r["db"]) == str(args.db)]
     measured: dict[str, list[float]] = defaultdict(list)
-    for r in runs:
-        measured[r["order"]].append(r["seconds"])
+    for r in map(json.loads, args.runs.read_text().splitlines()) if args.runs else runs:
+        if "order" in r and str(r["db"]) == str(args.db):
+            measured[r["order"]].append(r["seconds"])
     coef = fit(runs)
     model = ModelProfile.from_config(model_paths(Settings())[SMOLLM2], "smollm2-135m")
     hw = HardwareProfile.from_step_costs("vllm-cpu-fit", model, **coef)
