@@ -99,6 +99,21 @@ def profile(coef: dict[str, float], model: ModelProfile) -> HardwareProfile:
     return HardwareProfile.from_step_costs("cpu-fit", model, **{k: coef[k] for k in TERMS})
 
 
+def compare(w: Workload, orders: dict[str, np.ndarray], measured: dict[str, list[float]], model: ModelProfile,
+            hw: HardwareProfile, config: EngineConfig, trie) -> dict:
+    """Each measured order simulated: its median, the simulated seconds and their error, and both rankings."""
+    out: dict = {"orders": {}}
+    for order, seconds in measured.items():
+        r = simulate(w, orders[order], model, hw, config, trie=trie)
+        med = statistics.median(seconds)
+        out["orders"][order] = {"measured_median": med, "measured": seconds, "simulated": round(r.seconds, 2),
+                                "error": round(r.seconds / med - 1, 4), "sim_steps": r.steps,
+                                "sim_sharing": round(r.sharing_ratio, 3), "sim_preemptions": r.preemptions}
+    rank = lambda key: sorted(out["orders"], key=lambda o: out["orders"][o][key])   # noqa: E731
+    out["rank_measured"], out["rank_simulated"] = rank("measured_median"), rank("simulated")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=Path, required=True, help="engine_orders.py --json rows")
@@ -126,15 +141,8 @@ def main() -> None:
         w, orders = load(Path(db))
         trie = build_prefix_trie(w)
         out = {"db": db, "fit": args.fit if others else "all (no other file)", "overlap": args.overlap,
-               "coef": {k: float(f"{v:.4g}") for k, v in coef.items()}, "orders": {}}
-        for order, seconds in by_order.items():
-            r = simulate(w, orders[order], model, hw, config, trie=trie)
-            med = statistics.median(seconds)
-            out["orders"][order] = {"measured_median": med, "measured": seconds, "simulated": round(r.seconds, 2),
-                                    "error": round(r.seconds / med - 1, 4), "sim_steps": r.steps,
-                                    "sim_sharing": round(r.sharing_ratio, 3), "sim_preemptions": r.preemptions}
-        rank = lambda key: sorted(out["orders"], key=lambda o: out["orders"][o][key])   # noqa: E731
-        out["rank_measured"], out["rank_simulated"] = rank("measured_median"), rank("simulated")
+               "coef": {k: float(f"{v:.4g}") for k, v in coef.items()}}
+        out.update(compare(w, orders, by_order, model, hw, config, trie))
         print(json.dumps(out), flush=True)
         if args.json:
             with args.json.open("a") as f:

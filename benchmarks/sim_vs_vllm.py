@@ -18,17 +18,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.sim_vs_engine import load, nnls
+from benchmarks.sim_vs_engine import compare, load, nnls
 from core.config import SMOLLM2, Settings
 from core.served import model_paths
 from scheduler.planner.perf import HardwareProfile, ModelProfile
-from scheduler.simulator.engine import EngineConfig, simulate
+from scheduler.simulator.engine import EngineConfig
 from scheduler.simulator.prefix import build_prefix_trie
 from worker.engines.vllm import VllmOptions
 
@@ -64,16 +63,8 @@ def main() -> None:
                           kv_capacity_tokens=args.pool_tokens, overlap="sequential", efficiency=1.0,
                           cache_block_tokens=options.block_size)
     w, orders = load(args.db)
-    trie = build_prefix_trie(w)
-    out = {"db": str(args.db), "coef": {k: float(f"{v:.4g}") for k, v in coef.items()}, "orders": {}}
-    for order, seconds in measured.items():
-        r = simulate(w, orders[order], model, hw, config, trie=trie)
-        med = statistics.median(seconds)
-        out["orders"][order] = {"measured_median": round(med, 2), "measured": [round(s, 2) for s in seconds],
-                                "simulated": round(r.seconds, 2), "error": round(r.seconds / med - 1, 4),
-                                "sim_steps": r.steps, "sim_sharing": round(r.sharing_ratio, 3)}
-    rank = lambda key: sorted(out["orders"], key=lambda o: out["orders"][o][key])   # noqa: E731
-    out["rank_measured"], out["rank_simulated"] = rank("measured_median"), rank("simulated")
+    out = {"db": str(args.db), "coef": {k: float(f"{v:.4g}") for k, v in coef.items()},
+           **compare(w, orders, measured, model, hw, config, build_prefix_trie(w))}
     print(json.dumps(out), flush=True)
     if args.json:
         with args.json.open("a") as f:
