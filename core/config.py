@@ -37,7 +37,7 @@ class Settings(BaseSettings):
     plan_window: int = 32768
     chunk_requests: int = 32                  # requests per plan chunk
     planner: Literal["blendserve", "dfs", "fcfs"] = "blendserve"   # dfs: prefix-sorted; fcfs: file order
-    hardware: str = ""                        # planner hardware profile; "" = from the workers' engine
+    hardware: str = ""                        # planner hardware profile; "" = the workers' own (workers.hardware)
     warmup_fraction: float = 0.01             # share of cold requests run first to learn output lengths
     urgent_horizon_s: float = 900.0           # batches expiring sooner than this are planned first
     key_priorities: str = ""                  # "KEY=high|normal|low,...": a key's default batch priority

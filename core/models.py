@@ -127,6 +127,8 @@ class Worker(Base):
     engine: Mapped[str] = mapped_column(String(32))
     kv_capacity_tokens: Mapped[int] = mapped_column(Integer)
     step_tokens: Mapped[int | None] = mapped_column(Integer)   # tokens per mixed step; None: cannot mix
+    # The planner's hardware profile (scheduler.planner.perf.HARDWARE) of its device; None: unknown (migration 0011)
+    hardware: Mapped[str | None] = mapped_column(String(32))
     interactive_url: Mapped[str | None] = mapped_column(String(256))   # its interactive endpoint; None: none
     interactive_share: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")  # of its tokens, last minute
     host: Mapped[str] = mapped_column(String(256))

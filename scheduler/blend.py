@@ -19,6 +19,8 @@ Pacing: the blend is paced to the live workers' step budget (the smallest
 Where every live worker's engine cannot mix prefill and decode in one step
 (step_tokens null), a blend cannot overlap them: the policy says so once in
 the log and plans for prefix reuse first (the DFS order, no warm-up).
+The round's estimate (its ETA) is priced on the workers' own device
+(`workers.hardware`: a vLLM worker on a CPU is a CPU, not an H100).
 
 DFS is the same policy with the order swapped for the prefix-sorted one
 (what SGLang's `lpm` or a user sorting the file by prompt gets): same
@@ -39,8 +41,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.models import Request
-from scheduler.planner import (HARDWARE, ModelProfile, PrefixTree, Workload, effective_output_lengths,
-                               estimate_output_lengths, plan, tail_threshold, warmup_sample)
+from scheduler.planner import (HARDWARE, HardwareProfile, ModelProfile, PrefixTree, Workload,
+                               effective_output_lengths, estimate_output_lengths, plan, tail_threshold, warmup_sample)
 from scheduler.planner.perf import comp_time, mem_time
 from scheduler.planner.plan import STEP_TOKENS
 from scheduler.planning import Piece, Round
@@ -146,6 +148,17 @@ class BlendServe:
             return None
         return min((b for b in budgets if b), default=STEP_TOKENS)
 
+    def hardware_profile(self, workers: list[tuple[str, str, int, str | None]]) -> HardwareProfile:
+        """What the round is priced on: the configured profile (BLENDSERVE_HARDWARE), else the live workers'
+        own (the slowest where they differ: the round waits for it), else by engine, as before workers said
+        (the CPU engine's profile for CPU engines, an H100 for the rest)."""
+        if self.hardware:
+            return HARDWARE[self.hardware]
+        own = [HARDWARE[w[3]] for w in workers if w[3] in HARDWARE]
+        if own:
+            return min(own, key=lambda h: (h.flops, h.bandwidth))
+        return HARDWARE["cpu" if {w[1] for w in workers} <= {"cpu"} else "h100-sxm"]
+
     def pieces(self, r: Round) -> list[Piece]:
         n = len(r.ids)
         step = self.step_tokens(r)
@@ -157,8 +170,7 @@ class BlendServe:
                 log.warning("blendserve %s: the workers' engine cannot mix prefill and decode in one step, so a "
                             "blend cannot overlap them; planning for prefix reuse first (DFS order)", r.model)
         model = self.profiles[r.model]
-        engines = {w[1] for w in r.workers}
-        hw = HARDWARE[self.hardware or ("cpu" if engines <= {"cpu"} else "h100-sxm")]
+        hw = self.hardware_profile(r.workers)
         ranks = max(1, len(r.workers))
         kv = min((w[2] for w in r.workers), default=0) * model.kv_bytes_per_token or None
         self.ranks[r.model] = ranks

@@ -65,7 +65,8 @@ class Round:
     prompts: list[bytes] | None = None          # int32 token ids, when the policy needs them
     # Recently completed requests of the model (prompts, output tokens, max_tokens): the observed output lengths.
     history: tuple[list[bytes], np.ndarray, np.ndarray] | None = None
-    workers: list[tuple[str, str, int]] = field(default_factory=list)   # live (id, engine, kv tokens)
+    # live (id, engine, kv tokens, hardware profile or None)
+    workers: list[tuple[str, str, int, str | None]] = field(default_factory=list)
 
     def take(self, idx: np.ndarray) -> "Round":
         """The same round over a subset of its requests (one priority class)."""
@@ -105,10 +106,11 @@ class FCFS:
         return False
 
 
-def live_workers(session: Session, model: str, lease_s: float, now: float) -> list[tuple[str, str, int]]:
+def live_workers(session: Session, model: str, lease_s: float,
+                 now: float) -> list[tuple[str, str, int, str | None]]:
     """Workers of a model that heartbeated within a lease, in rank order (oldest first)."""
     return [tuple(w) for w in session.execute(
-        select(Worker.id, Worker.engine, Worker.kv_capacity_tokens)
+        select(Worker.id, Worker.engine, Worker.kv_capacity_tokens, Worker.hardware)
         .where(Worker.model == model, Worker.heartbeat_at >= now - lease_s)
         .order_by(Worker.started_at, Worker.id)).all()]
 

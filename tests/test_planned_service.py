@@ -71,6 +71,23 @@ def test_blendserve_runs_two_jobs_exactly_once(blend):
     assert rounds and all(r[0] == "blendserve" and r[2] == "1024" for r in rounds), rounds
     assert sum(int(r[1]) for r in rounds) > 0, "cold subtrees are sampled first"
     assert "cannot mix" not in log
+    eng = _db(blend)
+    with eng.connect() as conn:         # the CPU engine said what it computes on: the round is priced on a CPU
+        assert conn.execute(sa.text("SELECT hardware FROM workers")).scalars().all() == ["cpu"]
+    eng.dispose()
+
+
+def test_rounds_are_priced_on_the_workers_own_hardware():
+    """A vLLM worker on a CPU is priced as a CPU, not as an H100; the configured profile wins; workers that
+    differ are priced on the slowest; workers that do not say fall back to the engine's kind."""
+    policy = BlendServe({})
+    assert policy.hardware_profile([("w1", "vllm", 1000, "cpu")]) is HARDWARE["cpu"]
+    assert policy.hardware_profile([("w1", "vllm", 1000, "h200"), ("w2", "vllm", 1000, "a100-80gb")]) \
+        is HARDWARE["a100-80gb"]
+    assert policy.hardware_profile([("w1", "vllm", 1000, None)]) is HARDWARE["h100-sxm"]
+    assert policy.hardware_profile([("w1", "cpu", 1000, None)]) is HARDWARE["cpu"]
+    assert policy.hardware_profile([("w1", "vllm", 1000, "a GPU we have no profile of")]) is HARDWARE["h100-sxm"]
+    assert BlendServe({}, hardware="h200").hardware_profile([("w1", "cpu", 1000, "cpu")]) is HARDWARE["h200"]
 
 
 def test_an_engine_that_cannot_mix_gets_prefix_reuse_first(blend):
@@ -138,7 +155,7 @@ def _round_with_history(model: str) -> Round:
     n = len(prompts)
     return Round(model, np.arange(1, n + 1), np.ones(n, dtype=bool), np.zeros(n, dtype=np.int64),
                  np.arange(n), np.full(n, time.time() + 86_400.0), np.full(n, 4096, dtype=np.int64), prompts,
-                 (hist, out, np.full(len(out), 4096.0)), [("w1", "vllm", 400_000)])
+                 (hist, out, np.full(len(out), 4096.0)), [("w1", "vllm", 400_000, None)])
 
 
 def test_long_outputs_in_the_history_do_not_lift_requests_that_may_not_decode_them():
@@ -156,7 +173,7 @@ def test_long_outputs_in_the_history_do_not_lift_requests_that_may_not_decode_th
     mt = np.array([256] * 50 + [20_000] * 10, dtype=np.int64)
     n = len(prompts)
     r = Round(model.name, np.arange(1, n + 1), np.ones(n, dtype=bool), np.zeros(n, dtype=np.int64), np.arange(n),
-              np.full(n, time.time() + 86_400.0), mt, prompts, (hist, out, cap), [("w1", "vllm", 400_000)])
+              np.full(n, time.time() + 86_400.0), mt, prompts, (hist, out, cap), [("w1", "vllm", 400_000, None)])
     est, cold = _lengths(r, model, hw, None, 1, 2048)
     assert len(cold) == n          # no shared prefix: all cold (warmed up first); the plan uses the root's history
     p, d = 4.0, out[:39]

@@ -248,7 +248,8 @@ class WorkerService:
         with self.sessions.begin() as s:
             s.add(Worker(id=self.id, model=engine.model_name, engine=engine_kind, host=socket.gethostname(),
                          kv_capacity_tokens=engine.kv_capacity_tokens(),
-                         step_tokens=getattr(engine, "step_token_budget", lambda: None)(), pid=os.getpid(),
+                         step_tokens=getattr(engine, "step_token_budget", lambda: None)(),
+                         hardware=getattr(engine, "hardware", lambda: None)(), pid=os.getpid(),
                          started_at=now, heartbeat_at=now, interactive_url=self._url()))
 
     def _interactive_server(self, model_path: Path | None, rank: int) -> InteractiveServer | None:

@@ -105,6 +105,16 @@ def test_step_budget_is_max_num_batched_tokens(engine: VllmEngine) -> None:
     assert engine.step_token_budget() == OPTIONS.max_num_batched_tokens
 
 
+def test_a_vllm_engine_without_cuda_says_it_computes_on_a_cpu(engine: VllmEngine) -> None:
+    """The planner prices its rounds on the CPU profile, not on an H100 (scheduler/blend.py); on a GPU, on
+    the GPU's profile where the planner has one."""
+    import torch
+
+    from worker.engines.base import device_profile
+
+    assert engine.hardware() == ("cpu" if not torch.cuda.is_available() else device_profile())
+
+
 def test_logit_bias_and_penalties_reach_vllm(engine: VllmEngine, smollm2_checkpoint: Path) -> None:
     ids = chat_ids(smollm2_checkpoint, "Repeat the word cat ten times.")
     plain = run(engine, [GenRequest(300, ids, SamplingParams(max_tokens=16, temperature=0.0))])[300]

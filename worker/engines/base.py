@@ -66,6 +66,19 @@ def engine_stats(engine: object) -> EngineStats:
         return EngineStats()
 
 
+def device_profile() -> str | None:
+    """The name of the planner's hardware profile (scheduler.planner.perf.HARDWARE) for the device torch
+    computes on here: "cpu" without CUDA, the GPU's by its name where the planner has one, else None.
+    The planner prices rounds on it; the roles share no code, so the names are matched as strings."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cpu"
+    name = torch.cuda.get_device_name(0).lower()
+    return next((profile for key, profile in (("h200", "h200"), ("h100", "h100-sxm"), ("a100", "a100-80gb"))
+                 if key in name), None)
+
+
 class Engine(Protocol):
     """An inference engine for one model."""
 
@@ -79,6 +92,11 @@ class Engine(Protocol):
         """Tokens one forward step carries at most, prefill chunks and decodes together (vLLM's
         max_num_batched_tokens); None when the engine cannot carry prefill and decode in one step.
         The planner reads it to size the blend of compute- and memory-dense requests."""
+        ...
+
+    def hardware(self) -> str | None:
+        """The planner's hardware profile of the device the engine computes on (device_profile());
+        None: unknown. Optional: an engine without it registers None."""
         ...
 
     def generate(self, requests: Iterable[GenRequest],

@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from worker.engines.base import EngineStats, GenRequest, GenResult
+from worker.engines.base import EngineStats, GenRequest, GenResult, device_profile
 from worker.engines.speculative import SpecConfig
 
 IN_FLIGHT_KV_MULTIPLE = 2.0
@@ -56,6 +56,9 @@ class SGLangEngine:
     def stats(self) -> EngineStats:
         """Requests handed to SGLang and not finished (some may wait in its queue); KV use: unknown here."""
         return EngineStats(len(self._flight))
+
+    def hardware(self) -> str | None:
+        return device_profile()
 
     def step_token_budget(self) -> int | None:
         """Tokens one mixed step runs (decodes + prefill chunk): what the planner paces a blend to."""

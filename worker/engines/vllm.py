@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from worker.engines.base import EngineStats, GenRequest, GenResult
+from worker.engines.base import EngineStats, GenRequest, GenResult, device_profile
 from worker.engines.speculative import SpecConfig
 
 
@@ -105,6 +105,9 @@ class VllmEngine:
     def stats(self) -> EngineStats:
         """Requests added to vLLM and not finished; KV use lives in vLLM's engine-core process: unknown here."""
         return EngineStats(len(self._running))
+
+    def hardware(self) -> str | None:
+        return device_profile()
 
     def step_token_budget(self) -> int:
         """vLLM V1 always chunks prefills and schedules them beside the running decodes, up to

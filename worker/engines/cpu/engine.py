@@ -147,6 +147,9 @@ class CpuEngine:
         """Tokens one step carries at most, decodes and prefill chunks together."""
         return self.step_tokens
 
+    def hardware(self) -> str:
+        return "cpu"
+
     def close(self) -> None:
         self._fresh_cache()
 
