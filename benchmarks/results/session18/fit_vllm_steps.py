@@ -41,7 +41,8 @@ for col, label in ((1, "frontend seconds between outputs"), (2, "model seconds (
 
 # What any order could save on this engine (sequential overlap: nothing hides the KV reads). Every order
 # computes the same tokens and reads the same KV positions (same cache hits), so only the fixed cost of the
-# steps depends on the order; the fewest steps are max(decodes / running cap, tokens / step budget, longest).
+# steps depends on the order; the fewest steps are max(decodes / running cap, tokens / step budget, longest):
+# the worker's vLLM defaults (64 running, 4096-token steps) and chatheavy's longest output (256).
 print("== the ceiling of any order's gain (pooled frontend fit)")
 parts = [features(r["steps"]) for r in rows]
 X = np.concatenate([p[0] for p in parts])
