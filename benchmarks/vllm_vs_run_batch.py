@@ -228,18 +228,20 @@ def main() -> None:
                          "vLLM wants more than a whole context's worth (8192 / block size 32 = 256 for SmolLM2)")
     ap.add_argument("--ways", default="abcde", help="which of a-e to run, in this order each repeat")
     ap.add_argument("--file", choices=sorted(FILES), help="benchmarks/paper_files' file instead of prefix_mix's")
+    ap.add_argument("--input", type=Path, help="a batch input file of /v1/chat/completions lines instead")
     ap.add_argument("--json", type=Path, help="append every run's figures to this file")
     args = ap.parse_args()
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(args.kv_gib)   # for run_batch and the workers alike
     if args.num_blocks:
         os.environ["BLENDSERVE_VLLM_NUM_BLOCKS"] = str(args.num_blocks)
     model = model_paths(Settings())[SMOLLM2]
-    rows = build(args.file, args.seed) if args.file else \
+    rows = [json.loads(x) for x in args.input.read_text().splitlines() if x.strip()] if args.input else \
+        build(args.file, args.seed) if args.file else \
         workload(args.requests, args.seed, subjects=args.subjects, exams=0.5, long=0.1, long_tokens=256,
                  chat_tokens=64)
     options = VllmOptions.from_env()
     print(json.dumps({"options": asdict(options), "kv_gib": args.kv_gib, "requests": len(rows),
-                      "file": args.file, "subjects": args.subjects}), flush=True)
+                      "file": str(args.input or args.file), "subjects": args.subjects}), flush=True)
     runs: list[Run] = []
     for _ in range(args.repeats):
         for way in args.ways:
@@ -248,7 +250,7 @@ def main() -> None:
                 run_vllm_batch(sorted_by_prompt(rows), model, options, tmp, "e") if way == "e" else \
                 run_service(rows, model, {"b": "blendserve", "c": "fcfs", "d": "dfs"}[way], tmp)
             runs.append(run)
-            row = {"file": args.file or f"prefix_mix-{len(rows)}", **run.summary()}
+            row = {"file": str(args.input or args.file or f"prefix_mix-{len(rows)}"), **run.summary()}
             print(json.dumps(row), flush=True)
             if args.json:
                 with args.json.open("a") as f:
