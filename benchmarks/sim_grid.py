@@ -1,10 +1,10 @@
 """The 65-workload sensitivity grid: BlendServe over the best of FCFS, DFS and Balance per (rho, sharing) cell.
 
 Usage: .venv/bin/python benchmarks/sim_grid.py [--requests 50000] [--step-tokens 2048]
-       [--overlap nanoflow|sequential] [--lengths estimate|oracle] [--json out.json]
+       [--overlap nanoflow|sequential] [--step-fill budget|balanced] [--lengths estimate|oracle] [--json out.json]
        [--cells RHO:S,RHO:S,...] [--rows out.jsonl] [--baselines earlier.jsonl]
 --baselines ROWS.jsonl takes FCFS, DFS and Balance from an earlier --rows file where it has the
-cell (same requests, step budget, overlap and seed; the baselines' orders do not depend on the
+cell (same requests, step budget, overlap, step fill and seed; the baselines' orders do not depend on the
 planner) and simulates only BlendServe there: ratios are of fractions of the same T*.
 --cells runs only those cells (a run that cannot afford all 65 at the verdict size);
 --rows appends each cell's row as one JSON line as soon as it finishes, so a run
@@ -35,6 +35,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=50_000)
     ap.add_argument("--step-tokens", type=int, default=EngineConfig.step_tokens)
     ap.add_argument("--overlap", default=EngineConfig.overlap)
+    ap.add_argument("--step-fill", default=EngineConfig.step_fill)
     ap.add_argument("--lengths", default="estimate")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
@@ -45,7 +46,7 @@ def main() -> None:
     earlier = _earlier_baselines(args.baselines, args) if args.baselines else {}
     model, hw = MODELS["llama-3.1-8b"], HARDWARE["a100-80gb"]
     config = EngineConfig(step_tokens=args.step_tokens, max_running=min(1024, args.step_tokens),
-                          overlap=args.overlap)
+                          overlap=args.overlap, step_fill=args.step_fill)
     policies = ["fcfs", "dfs", "balance", "blendserve"]
     cells: dict[tuple[float, float], dict] = {}
     t_all = time.perf_counter()
@@ -66,7 +67,7 @@ def main() -> None:
         if args.rows:
             with args.rows.open("a") as f:
                 f.write(json.dumps({"workload": name, "rho": rho, "sharing": s, "requests": args.requests,
-                                    "step_tokens": args.step_tokens, "overlap": args.overlap,
+                                    "step_tokens": args.step_tokens, "overlap": args.overlap, "step_fill": args.step_fill,
                                     "seed": args.seed, "ratio": j["ratio"], "ratio_dfs": j["ratio_dfs"],
                                     "fraction_of_optimal": {x: p[x]["fraction_of_optimal"] for x in policies},
                                     "baselines_from": str(args.baselines) if name in earlier else None,
@@ -75,7 +76,8 @@ def main() -> None:
               + ", ".join(f"{x} {p[x]['fraction_of_optimal']:.3f}" for x in policies), file=sys.stderr, flush=True)
     ratios = [c["ratio"] for c in cells.values()]
     ratios_dfs = [c["ratio_dfs"] for c in cells.values()]
-    print(f"overlap {args.overlap}, {args.step_tokens}-token steps, {args.requests} requests; BlendServe / best other:")
+    print(f"overlap {args.overlap}, {args.step_tokens}-token steps ({args.step_fill} fill), {args.requests} requests; "
+          "BlendServe / best other:")
     print("| rho \\ sharing | " + " | ".join(f"{s:.2f}" for s in workloads.GRID_SHARING) + " |")
     print("|" + "---|" * (len(workloads.GRID_SHARING) + 1))
     for rho in workloads.GRID_RHO:
@@ -97,8 +99,8 @@ def _earlier_baselines(path: Path, args: argparse.Namespace) -> dict[str, dict[s
     out = {}
     for line in path.read_text().splitlines():
         r = json.loads(line)
-        if (r["requests"], r["step_tokens"], r["overlap"], r["seed"]) == (args.requests, args.step_tokens,
-                                                                           args.overlap, args.seed):
+        if (r["requests"], r["step_tokens"], r["overlap"], r.get("step_fill", "budget"), r["seed"]) == \
+                (args.requests, args.step_tokens, args.overlap, args.step_fill, args.seed):
             out[r["workload"]] = {x: r["fraction_of_optimal"][x] for x in ("fcfs", "dfs", "balance")}
     return out
 

@@ -1,7 +1,7 @@
 """Traces #1-#4 (or any presets): every policy's fraction of T*, the engine bound, and BlendServe / best other.
 
 Usage: .venv/bin/python benchmarks/sim_traces.py [--requests 400000] [--step-tokens 2048]
-       [--overlap nanoflow|sequential] [--lengths estimate|oracle] [--lead-tokens 0]
+       [--overlap nanoflow|sequential] [--step-fill budget|balanced] [--lengths estimate|oracle] [--lead-tokens 0]
        [--workloads trace1,trace2,trace3,trace4] [--json out.json]
 Prints one markdown table row per workload (FCFS, DFS (the better direction),
 Balance and BlendServe, each as a fraction of T*; the engine bound as a
@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=400_000)
     ap.add_argument("--step-tokens", type=int, default=EngineConfig.step_tokens)
     ap.add_argument("--overlap", default=EngineConfig.overlap)
+    ap.add_argument("--step-fill", default=EngineConfig.step_fill)
     ap.add_argument("--lead-tokens", type=int, default=0)
     ap.add_argument("--lengths", default="estimate")
     ap.add_argument("--policies", default=",".join(POLICIES))
@@ -38,10 +39,11 @@ def main() -> None:
     args = ap.parse_args()
     model, hw = MODELS["llama-3.1-8b"], HARDWARE["a100-80gb"]
     config = EngineConfig(step_tokens=args.step_tokens, max_running=min(1024, args.step_tokens),
-                          overlap=args.overlap)
+                          overlap=args.overlap, step_fill=args.step_fill)
     policies = args.policies.split(",")
     names = [n for spec in args.workloads.split(",") for n in workloads.expand(spec)]
-    print(f"overlap {args.overlap}, {args.step_tokens}-token steps, {args.requests} requests, lengths {args.lengths}, "
+    print(f"overlap {args.overlap}, {args.step_tokens}-token steps ({args.step_fill} fill), {args.requests} requests, "
+          f"seed {args.seed}, lengths {args.lengths}, "
           f"lead tokens {args.lead_tokens}")
     print("| workload | rho | s_DFS | " + " | ".join(f"{p} of T*" for p in policies)
           + " | bound of T* | BlendServe sharing / DFS | BlendServe / DFS | BlendServe / best other | wall s |")

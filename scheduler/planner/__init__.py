@@ -7,13 +7,13 @@ the output lengths it needs; sharing_ratio() scores any order's prefix reuse.
 """
 from .estimate import effective_output_lengths, estimate_output_lengths, warmup_sample
 from .perf import HARDWARE, MODELS, HardwareProfile, ModelProfile
-from .plan import POLICIES, Plan, plan, tail_threshold
+from .plan import POLICIES, STEP_FILLS, Plan, plan, tail_threshold
 from .sharing import sharing_ratio
 from .tree import NodeTotals, PrefixTree
 from .workload import Workload
 
 __all__ = [
-    "HARDWARE", "MODELS", "POLICIES", "HardwareProfile", "ModelProfile", "NodeTotals", "Plan", "PrefixTree",
+    "HARDWARE", "MODELS", "POLICIES", "STEP_FILLS", "HardwareProfile", "ModelProfile", "NodeTotals", "Plan", "PrefixTree",
     "Workload", "effective_output_lengths", "estimate_output_lengths", "plan", "sharing_ratio", "tail_threshold",
     "warmup_sample",
 ]

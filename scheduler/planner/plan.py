@@ -26,6 +26,7 @@ from .workload import Workload
 POLICIES = ("fcfs", "dfs", "balance", "blendserve")
 PRIOR_OUTPUT_TOKENS = 256
 STEP_TOKENS = 2048      # default step token budget (decodes + chunked prefill): NanoFlow's dense batch, SGLang's chunk
+STEP_FILLS = ("budget", "balanced")   # how an engine fills a step: see plan()
 
 
 @dataclass
@@ -97,7 +98,7 @@ def _capacity(model: perf.ModelProfile, hw: perf.HardwareProfile, kv_capacity_by
 
 
 def engine_clock_tail(order: np.ndarray, fresh: np.ndarray, d: np.ndarray, longest: np.ndarray,
-                      pool_tokens: float, step_tokens: int, fewest: float, memory_bound: bool) -> np.ndarray:
+                      pool_tokens: float, step_tokens: int, fewest: float, stretch: bool) -> np.ndarray:
     """Place the requests that may decode for a large share of the run on the engine's clock.
 
     Arrays are indexed by request id: fresh (prompt tokens the cache does
@@ -119,16 +120,22 @@ def engine_clock_tail(order: np.ndarray, fresh: np.ndarray, d: np.ndarray, longe
         rest before it; they sum to R.
 
     The two streams are merged by their clocks. How the rest's clock is
-    laid against the tail's depends on what the estimates say:
+    laid against the tail's (`stretch`) depends on the engine and on what
+    the estimates say:
 
       * compute-bound estimates (no long output seen in the warm-up
-        sample): R is a real compute clock, and the rest runs at compute
+        sample) on an engine that fills every step's token budget
+        (stretch False): R is a real compute clock, and the rest runs at compute
         speed, so it is laid at the end, [T - R, T]: it ends with the
         tail, the tail starts first (the pool fills at once; members that
         do not fit wait at the queue head and start as the pool frees) and
         the rest runs while the tail drains, never after it;
-      * memory-bound estimates (the pool clock is the longer): the rest
-        is stretched over the tail's whole window [0, T], so each tail
+      * memory-bound estimates (the pool clock is the longer), or an
+        engine whose steps take only the tokens that hide under their KV
+        reads (step fill `balanced`: the rest then runs at the pace the
+        tail's reads allow, so its clock is the tail's; BENCHMARKS.md,
+        session 20): the rest is stretched over the tail's whole window
+        [0, T] (stretch True), so each tail
         request waits behind its share of the rest, the rest's prefills
         ride in the steps whose pool the tail's decodes fill (the blend),
         and the engine's walk through the rest is gated by the pool, not
@@ -137,13 +144,17 @@ def engine_clock_tail(order: np.ndarray, fresh: np.ndarray, d: np.ndarray, longe
         lengths and made R a clock of memory the rest does not use; this
         branch also kept such an R from being read as compute.)
 
-    The rest and the tail each keep their relative order (so prefix
-    locality). No tail: the order is returned as is.
+    The tail starts longest bound first (LPT, the classic rule for a short
+    makespan: a 20K-token bound must not wait behind 1K-token ones, which a
+    short run's fewest steps can count as tail too), equal bounds in the
+    scan's order; the rest keeps its order (so prefix locality). No tail:
+    the order is returned as is.
     """
     is_tail = longest[order] >= TAIL_SHARE * fewest
     if len(order) < 2 or not is_tail.any():
         return order
     tail, rest = order[is_tail], order[~is_tail]
+    tail = tail[np.argsort(-longest[tail], kind="stable")]     # longest bound first (LPT), equal bounds in order
     bound = longest[tail]
     area = fresh[tail] * bound + bound * bound / 2.0
     starts = (np.cumsum(area) - area) / pool_tokens
@@ -151,7 +162,7 @@ def engine_clock_tail(order: np.ndarray, fresh: np.ndarray, d: np.ndarray, longe
     c = (fresh[rest] + d[rest]) / step_tokens
     total = float(c.sum())
     clock = np.cumsum(c) - c
-    if memory_bound:
+    if stretch:
         clock *= max(end / total, 1.0) if total > 0 else 1.0
     else:
         clock += max(end - total, 0.0)
@@ -181,8 +192,8 @@ def tail_guard(order: np.ndarray, longest: np.ndarray, steps: float) -> np.ndarr
 
 
 def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, max_tokens: np.ndarray,
-           model: perf.ModelProfile, capacity: float, split_budget: float, step_tokens: int, clock: _Clock,
-           stats: dict) -> np.ndarray:
+           model: perf.ModelProfile, capacity: float, split_budget: float, step_tokens: int, balanced: bool,
+           clock: _Clock, stats: dict) -> np.ndarray:
     """BlendServe's admission order: split, re-sort, then dual scan with `capacity` bytes of KV."""
     s = split(tree, totals, per_request, budget_fraction=split_budget)
     stats.update(split_cut_nodes=int(len(s.cut)), split_moved_leaves=s.moved_leaves,
@@ -212,7 +223,7 @@ def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, max
             fresh_id = np.zeros(len(d), dtype=np.float64)
             fresh_id[req] = fresh
             order = engine_clock_tail(order, fresh_id, d, longest, capacity / model.kv_bytes_per_token, step_tokens,
-                                      steps, memory_bound=pool_steps > compute_steps)
+                                      steps, stretch=balanced or pool_steps > compute_steps)
         else:
             order = tail_guard(order, longest, steps)
         clock.lap("tail_guard")
@@ -221,14 +232,17 @@ def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, max
 
 def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile, policy: str = "blendserve", *,
          kv_capacity_bytes: float | None = None, ranks: int = 1, split_budget: float = 0.01,
-         step_tokens: int = STEP_TOKENS, seed: int = 0) -> Plan:
+         step_tokens: int = STEP_TOKENS, step_fill: str = "budget", seed: int = 0) -> Plan:
     """Admission order(s) for the pending requests of one model under `policy`.
 
     Output lengths come from workload.output_len (estimates are fine); where
     it is None a prior of min(max_tokens, 256) is used. kv_capacity_bytes is
     one rank's KV memory, by default 90% of the device less the weights.
     step_tokens is the engine's token budget per step (decodes + prefill
-    chunk): the blend paces prefills to it.
+    chunk): the blend paces prefills to it. step_fill says how the engine
+    fills a step: "budget" (to step_tokens whenever it has prefill: vLLM,
+    SGLang, NanoFlow) or "balanced" (only the tokens that hide under the
+    step's KV reads; the simulator's EngineConfig.step_fill).
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
@@ -236,6 +250,8 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
         raise ValueError("ranks must be >= 1")
     if step_tokens < 1:
         raise ValueError("step_tokens must be >= 1")
+    if step_fill not in STEP_FILLS:
+        raise ValueError(f"step_fill must be one of {STEP_FILLS}")
     kv_capacity_bytes = _capacity(model, hw, kv_capacity_bytes)
     clock = _Clock()
     n = workload.n
@@ -258,7 +274,7 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
 
     if policy == "blendserve":
         order = _blend(tree, totals, per_request, d, workload.max_tokens, model, kv_capacity_bytes * ranks,
-                       split_budget, step_tokens, clock, stats)
+                       split_budget, step_tokens, step_fill == "balanced", clock, stats)
     elif policy == "fcfs":
         order = baselines.fcfs(n)
     elif policy == "dfs":

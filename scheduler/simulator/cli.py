@@ -15,7 +15,7 @@ import numpy as np
 
 from scheduler.planner import HARDWARE, MODELS, POLICIES, ModelProfile, Workload
 from scheduler.simulator import workloads
-from scheduler.simulator.engine import OVERLAPS, EngineConfig
+from scheduler.simulator.engine import OVERLAPS, STEP_FILLS, EngineConfig
 from scheduler.simulator.runner import LENGTH_MODES, WorkloadRun, run_workload
 
 
@@ -48,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--overlap", choices=OVERLAPS, default=EngineConfig.overlap,
                    help="nanoflow: step = max(compute, (W + KV) / B); sequential (vLLM, SGLang): "
                         "max(compute, W / B) + KV / B (default nanoflow)")
+    p.add_argument("--step-fill", choices=STEP_FILLS, default=EngineConfig.step_fill,
+                   help="budget (vLLM, SGLang, NanoFlow): a step takes prefill up to --step-tokens; balanced "
+                        "(nanoflow only): only the tokens that hide under the step's weight and KV reads "
+                        "(default budget)")
     p.add_argument("--lead-tokens", type=int, default=0,
                    help="tokens of a per-dataset marker opening every generated prompt (default 0: none, "
                         "as in the paper's datasets)")
@@ -125,7 +129,8 @@ class _Progress:
 def _table(run: WorkloadRun) -> str:
     j = run.to_json()
     head = (f"{j['name']}: {j['requests']} requests, density {j['density']:.3f}, DFS sharing "
-            f"{j['dfs_sharing_ratio']:.3f}, overlap {j['overlap']}, {j['step_tokens']}-token steps\n"
+            f"{j['dfs_sharing_ratio']:.3f}, overlap {j['overlap']}, {j['step_tokens']}-token steps "
+            f"({j['step_fill']} fill)\n"
             f"  optimum T* {j['optimal_tokens_per_s']:,.0f} tokens/s, engine bound "
             f"{j['engine_bound_tokens_per_s']:,.0f} tokens/s (T_o without weight reads "
             f"{j['ideal_tokens_per_s']:,.0f})")
@@ -158,7 +163,8 @@ def _run(args: argparse.Namespace) -> int:
     kv_tokens = None if args.kv_capacity_gb is None else int(args.kv_capacity_gb * 1e9 / model.kv_bytes_per_token)
     max_running = args.max_running if args.max_running is not None else min(EngineConfig.max_running, args.step_tokens)
     config = EngineConfig(step_tokens=args.step_tokens, max_running=max_running,
-                          kv_capacity_tokens=kv_tokens, efficiency=args.efficiency, overlap=args.overlap)
+                          kv_capacity_tokens=kv_tokens, efficiency=args.efficiency, overlap=args.overlap,
+                          step_fill=args.step_fill)
     if config.capacity(model, hw) < 1:
         raise _UsageError(f"{model.name} leaves no KV memory on {hw.name}: pass --kv-capacity-gb")
 

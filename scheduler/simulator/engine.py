@@ -11,6 +11,19 @@ What it models, and why each choice:
   one token for every decoding request, then fills the rest of a token budget
   with prefill chunks, oldest admission first. The default budget of 2048
   tokens is NanoFlow's dense batch on an 8B model, the engine the paper built on.
+* **Step fill** (EngineConfig.step_fill). `budget`, what vLLM, SGLang and
+  NanoFlow do: a step takes prefill up to its token budget whenever the
+  queue has it. `balanced` (nanoflow overlap only): a step takes no more
+  tokens than its compute hides under its own reads of the weights and the
+  KV, at most the budget. At 2048 tokens an 8B step on an A100 computes for
+  105 ms and can read at most the weights and a full pool in 37 ms, so a
+  budget-filled step is always compute-bound: the compute-dense requests
+  run at full budget first and the long generations decode alone later
+  (BENCHMARKS.md, sessions 11 and 15), and no admission order can make the
+  two overlap. A balanced step computes as fast as a full one (its compute
+  is never idle) while its decodes advance three times as often, so the
+  two resources are used together; it is the step-level half of the blend,
+  and the order decides whether there is KV to balance against.
 * **Radix prefix cache with LRU eviction** sharing one KV pool with the
   running requests (SGLang): see cache.py.
 * **Preemption by recompute** (vLLM): when decoding would overflow the KV
@@ -58,6 +71,7 @@ from typing import Callable
 import numpy as np
 
 from scheduler.planner.perf import HardwareProfile, ModelProfile
+from scheduler.planner.plan import STEP_FILLS
 from scheduler.planner.workload import Workload
 from scheduler.simulator.cache import RadixCache
 from scheduler.simulator.prefix import PrefixTrie, build_prefix_trie
@@ -78,10 +92,16 @@ class EngineConfig:
     # Prefix hits in whole blocks of this many tokens, at most the prompt less one (vLLM: a 32-token block
     # of the worker's engine serves from cache only when full); 1: token-exact, as SGLang's radix cache.
     cache_block_tokens: int = 1
+    step_fill: str = "budget"          # see STEP_FILLS and the module docstring
 
     def __post_init__(self) -> None:
         if self.overlap not in OVERLAPS:
             raise ValueError(f"overlap must be one of {OVERLAPS}")
+        if self.step_fill not in STEP_FILLS:
+            raise ValueError(f"step_fill must be one of {STEP_FILLS}")
+        if self.step_fill == "balanced" and self.overlap != "nanoflow":
+            raise ValueError("step_fill 'balanced' needs overlap 'nanoflow': with sequential overlap no KV read "
+                             "hides under compute, so there is nothing to balance")
         if self.step_tokens < 1 or self.max_running < 1 or self.cache_block_tokens < 1:
             raise ValueError("step_tokens, max_running and cache_block_tokens must be >= 1")
         if self.max_running > self.step_tokens:
@@ -255,6 +275,7 @@ class _Engine:
         report_every = max(1, self.n // 200)
         watermark = self.watermark
         block = cfg.cache_block_tokens
+        balanced = cfg.step_fill == "balanced"
 
         def used() -> int:
             return cache.resident_tokens + priv_a + n_dec * clock + priv_prefill
@@ -284,7 +305,10 @@ class _Engine:
                 overflow -= cache.evict(overflow) if overflow > 0 else 0
 
             # 2. prefill chunks for admitted requests, then admit from the queue head
-            budget = cfg.step_tokens - n_dec
+            step_cap = cfg.step_tokens
+            if balanced:     # no more tokens than hide under this step's reads of the weights and the KV
+                step_cap = min(step_cap, int((self.w_s + self.kv_s * (kv_a + n_dec * (clock + 1))) / self.flop_s))
+            budget = step_cap - n_dec
             chunk_tokens = 0
             done_prefill: list[_Running] = []
             attn = chunk_o = 0.0  # prefill attention and per-chunk seconds, for profiles that count them
@@ -350,6 +374,10 @@ class _Engine:
                 k_finish = finish_heap[0][0] - clock
                 k_mem = (self.cap - used()) // n_dec
                 k = max(1, min(k_finish, k_mem))
+                if balanced and budget <= 0 and (prefilling or self.queue):
+                    # jump only until the growing KV reads make room for a prefill token
+                    room = (self.flop_s * (n_dec + 1) - self.w_s) / self.kv_s - kv_a
+                    k = max(1, min(k, int(np.ceil(room / n_dec)) - clock - 1))
             comp = self.flop_s * (n_dec + chunk_tokens) + attn
             if k == 1:
                 kv = self.kv_s * (kv_a + n_dec * (clock + 1))

@@ -45,6 +45,7 @@ class WorkloadRun:
     ideal: Optimum               # T_o: the optimum without weight reads (the paper's)
     overlap: str = "nanoflow"
     step_tokens: int = 2048
+    step_fill: str = "budget"
     runs: dict[str, PolicyRun] = field(default_factory=dict)
 
     def to_json(self) -> dict:
@@ -71,12 +72,12 @@ class WorkloadRun:
                 policies[name]["dfs_direction"] = run.dfs_direction
         return {"name": self.name, "requests": self.requests, "optimal_tokens_per_s": self.optimum.tokens_per_s,
                 "engine_bound_tokens_per_s": self.bound.tokens_per_s, "ideal_tokens_per_s": self.ideal.tokens_per_s,
-                "overlap": self.overlap, "step_tokens": self.step_tokens,
+                "overlap": self.overlap, "step_tokens": self.step_tokens, "step_fill": self.step_fill,
                 "density": self.density, "dfs_sharing_ratio": self.dfs_sharing, "policies": policies}
 
 
 def _blendserve_estimated(w: Workload, model: ModelProfile, hw: HardwareProfile, kv_bytes: float,
-                          step_tokens: int, seed: int) -> tuple[np.ndarray, float]:
+                          config: EngineConfig, seed: int) -> tuple[np.ndarray, float]:
     """Warm-up sample first (its true lengths observed), then BlendServe on estimates for the rest.
 
     The estimates are effective lengths (estimate.effective_output_lengths):
@@ -91,12 +92,12 @@ def _blendserve_estimated(w: Workload, model: ModelProfile, hw: HardwareProfile,
     est = effective_output_lengths(w, sample, true[sample], tree=tree)
     if SPLIT_TAIL_SAMPLES:
         bound = tail_threshold(Workload(w.tokens, w.offsets, w.max_tokens, est), model, hw,
-                               kv_capacity_bytes=kv_bytes, step_tokens=step_tokens)
+                               kv_capacity_bytes=kv_bytes, step_tokens=config.step_tokens)
         tail = np.maximum(w.max_tokens, est) >= bound
         est = effective_output_lengths(w, sample, true[sample], tree=tree, strata=tail)
     del tree
     p = plan(Workload(w.tokens, w.offsets, w.max_tokens, est), model, hw, "blendserve",
-             kv_capacity_bytes=kv_bytes, step_tokens=step_tokens, seed=seed)
+             kv_capacity_bytes=kv_bytes, step_tokens=config.step_tokens, step_fill=config.step_fill, seed=seed)
     rest = p.order[~np.isin(p.order, sample)]
     return np.concatenate([sample, rest]), p.sharing_ratio
 
@@ -107,7 +108,7 @@ def run_workload(name: str, w: Workload, model: ModelProfile, hw: HardwareProfil
                  progress: Callable[[str, float], None] | None = None) -> WorkloadRun:
     """Plan and simulate w under each policy. `lengths`: what BlendServe plans with (see LENGTH_MODES).
 
-    The planner paces to the simulated engine's step budget and KV pool.
+    The planner paces to the simulated engine's step budget, step fill and KV pool.
     DFS runs in both directions of the prefix tree (ascending token ids and
     the reverse, itself a DFS with siblings reversed: the datasets' order
     flips) and keeps the faster, so BlendServe is compared with the better
@@ -124,15 +125,16 @@ def run_workload(name: str, w: Workload, model: ModelProfile, hw: HardwareProfil
         s_dfs = dfs_sharing_ratio(w, trie)
     out = WorkloadRun(name, w.n, density(w, s_dfs, model, hw), s_dfs, optimum(w, model, hw, s_dfs, config),
                       engine_bound(w, model, hw, s_dfs, config), ideal(w, model, hw, s_dfs),
-                      overlap=config.overlap, step_tokens=config.step_tokens)
+                      overlap=config.overlap, step_tokens=config.step_tokens, step_fill=config.step_fill)
     kv_bytes = config.capacity(model, hw) * model.kv_bytes_per_token
     truth = Workload(w.tokens, w.offsets, w.max_tokens, output_lengths(w).astype(np.float64))
     for policy in policies:
         t0, c0 = time.perf_counter(), time.process_time()
         if policy == "blendserve" and lengths == "estimate":
-            order, plan_sharing = _blendserve_estimated(w, model, hw, kv_bytes, config.step_tokens, seed)
+            order, plan_sharing = _blendserve_estimated(w, model, hw, kv_bytes, config, seed)
         else:
-            p = plan(truth, model, hw, policy, kv_capacity_bytes=kv_bytes, step_tokens=config.step_tokens, seed=seed)
+            p = plan(truth, model, hw, policy, kv_capacity_bytes=kv_bytes, step_tokens=config.step_tokens,
+                     step_fill=config.step_fill, seed=seed)
             order, plan_sharing = p.order, p.sharing_ratio
         plan_s, plan_cpu = time.perf_counter() - t0, time.process_time() - c0
         result, direction = None, ""

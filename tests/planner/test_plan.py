@@ -102,3 +102,28 @@ def test_tail_guard_moves_only_long_bounded_requests_forward_in_their_order():
     rest = [r for r in out.tolist() if r not in (0, 1)]
     assert rest == list(range(9, 1, -1))                               # the others keep their relative order
     assert tail_guard(order, np.full(10, 1.0), 1e9).tolist() == order.tolist()   # short bounds: unchanged
+
+
+def test_on_a_balanced_engine_the_rest_is_stretched_over_the_tail_even_when_estimates_read_compute_bound():
+    """Estimates that read compute-bound put the whole tail first on a budget-filled engine, where the rest
+    runs at compute speed while the tail drains. An engine whose steps take only what hides under their KV
+    reads runs the rest at the pace the tail's reads allow, so the rest is spread over the tail's window."""
+    rng = np.random.default_rng(0)
+    n_rest, n_tail = 2000, 5
+    prompts = [list(rng.integers(0, 50_000, 1000)) for _ in range(n_rest)] + \
+              [list(rng.integers(0, 50_000, 100)) for _ in range(n_tail)]
+    w = Workload.from_lists(prompts, 16, [2.0] * n_rest + [100.0] * n_tail)
+    w.max_tokens[n_rest:] = 20_000                    # the tail: may decode 20K tokens, estimated at 100
+    tail = set(range(n_rest, n_rest + n_tail))
+
+    def tail_positions(fill: str) -> list[int]:
+        order = plan(w, MODEL, GPU, "blendserve", step_fill=fill).order.tolist()
+        assert sorted(order) == list(range(w.n))
+        return [i for i, r in enumerate(order) if r in tail]
+
+    assert tail_positions("budget") == list(range(n_tail))                 # compute-bound: the tail leads
+    spread = tail_positions("balanced")
+    assert spread[0] == 0 and spread[-1] > 4 * n_tail                       # the rest runs between its starts
+    assert all(b - a > 10 for a, b in zip(spread, spread[1:]))
+    with pytest.raises(ValueError, match="step_fill"):
+        plan(w, MODEL, GPU, "blendserve", step_fill="greedy")

@@ -23,20 +23,20 @@ def _three_tail_four_rest():
 def test_compute_bound_lays_the_rest_at_the_end_on_its_own_clock():
     order, fresh, d, longest = _three_tail_four_rest()
     out = engine_clock_tail(order, fresh, d, longest, pool_tokens=100.0, step_tokens=1, fewest=100.0,
-                            memory_bound=False)
+                            stretch=False)
     # rest at T - R + its clock: 80, 110, 140, 170; tail at 0, 50, 100
     assert out.tolist() == [4, 5, 0, 6, 1, 2, 3]
 
 
 def test_compute_bound_rest_shorter_than_the_drain_puts_the_whole_tail_first():
     order, fresh, d, longest = _three_tail_four_rest()
-    out = engine_clock_tail(order, fresh / 10.0, d, longest, 100.0, 1, 100.0, memory_bound=False)
+    out = engine_clock_tail(order, fresh / 10.0, d, longest, 100.0, 1, 100.0, stretch=False)
     assert out.tolist() == [4, 5, 6, 0, 1, 2, 3]          # R = 12 steps: all of it inside the tail's last 100
 
 
 def test_memory_bound_stretches_the_rest_over_the_tails_window():
     order, fresh, d, longest = _three_tail_four_rest()
-    out = engine_clock_tail(order, fresh, d, longest, 100.0, 1, 100.0, memory_bound=True)
+    out = engine_clock_tail(order, fresh, d, longest, 100.0, 1, 100.0, stretch=True)
     # rest stretched by T / R = 200 / 120: 0, 50, 100, 150; on a tie the tail request goes first
     assert out.tolist() == [4, 0, 5, 1, 6, 2, 3]
     # scale-free: the rest's proportions are what counts when its estimates carry the tail's memory
@@ -92,3 +92,15 @@ def test_a_tail_the_estimates_miss_does_not_decode_alone_at_the_end():
     t_placed, t_unplaced, t_last = (simulate(truth, o, model, hw, cfg).seconds for o in (placed, unplaced, tail_last))
     assert t_placed < 0.9 * t_last
     assert t_placed <= 1.02 * t_unplaced
+
+
+def test_the_longest_bounds_start_first_and_equal_bounds_keep_their_order():
+    """Longest processing time first: a request that may decode 20K steps cannot wait behind chats of 1K
+    (a 20K-request trace whose warm-up sample saw no long output counts the chats' 1,024-token bounds as tail
+    too; in the scan's order the 20K ones came last and the run ended with them decoding alone)."""
+    order = np.array([0, 1, 2, 3, 4, 5])
+    longest = np.array([1024.0, 1024.0, 20_000.0, 1024.0, 20_000.0, 5.0])
+    out = engine_clock_tail(order, np.full(6, 10.0), np.ones(6), longest, pool_tokens=1e9, step_tokens=2048,
+                            fewest=1000.0, stretch=False)
+    tail = [r for r in out.tolist() if longest[r] > 100]
+    assert tail == [2, 4, 0, 1, 3]

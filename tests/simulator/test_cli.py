@@ -66,6 +66,7 @@ def test_readable_table_without_json(capsys):
     (["--plan-only", "--plot", "x.png"], "--plot needs"),
     (["--requests", "50", "--step-tokens", "512", "--max-running", "600"], "max_running must not exceed"),
     (["--efficiency", "1.5"], "efficiency must be"),
+    (["--overlap", "sequential", "--step-fill", "balanced"], "needs overlap 'nanoflow'"),
     (["--requests", "50"], "too few requests"),
 ])
 def test_bad_arguments_are_clear_errors(capsys, argv, message):
@@ -99,7 +100,7 @@ def test_dfs_keeps_the_better_direction_and_overlap_is_reported(capsys):
     assert main(["--workload", "trace3", "--requests", "3000", "--policies", "dfs", "--overlap", "sequential",
                  "--step-tokens", "512", "--json"]) == 0
     j = json.loads(capsys.readouterr().out)["workloads"][0]
-    assert j["overlap"] == "sequential" and j["step_tokens"] == 512
+    assert j["overlap"] == "sequential" and j["step_tokens"] == 512 and j["step_fill"] == "budget"
     dfs = j["policies"]["dfs"]
     w = workloads.generate("trace3", 3000, seed=0, model=MODEL, hw=GPU)
     cfg = EngineConfig(step_tokens=512, max_running=512, overlap="sequential")

@@ -82,11 +82,11 @@ def test_radix_lru_hits_grow_with_capacity(prompts, small, seed):
     assert all(b >= a for a, b in zip(hits, hits[1:])), hits
 
 
-@pytest.mark.parametrize("overlap", ["nanoflow", "sequential"])
+@pytest.mark.parametrize("overlap, fill", [("nanoflow", "budget"), ("sequential", "budget"), ("nanoflow", "balanced")])
 @pytest.mark.parametrize("efficiency", [1.0, 0.94])
-def test_optimum_bounds_every_order(small_workload, efficiency, overlap):
+def test_optimum_bounds_every_order(small_workload, efficiency, overlap, fill):
     w = small_workload
-    config = EngineConfig(efficiency=efficiency, overlap=overlap)
+    config = EngineConfig(efficiency=efficiency, overlap=overlap, step_fill=fill)
     opt = optimum(w, MODEL, GPU, dfs_sharing_ratio(w), config)
     bound = engine_bound(w, MODEL, GPU, dfs_sharing_ratio(w), config)
     assert bound.tokens_per_s <= opt.tokens_per_s
@@ -162,13 +162,13 @@ def test_rejects_bad_orders_and_oversized_requests(small_workload):
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.lists(st.integers(0, 3), max_size=12), st.integers(1, 30)), min_size=1, max_size=25),
-       st.integers(0, 2**31 - 1), st.integers(0, 3))
-def test_random_workloads_conserve_and_stay_bounded(rows, seed, extra):
+       st.integers(0, 2**31 - 1), st.integers(0, 3), st.sampled_from(["budget", "balanced"]))
+def test_random_workloads_conserve_and_stay_bounded(rows, seed, extra, fill):
     prompts = [p for p, _ in rows]
     w = Workload.from_lists(prompts, 64, [d for _, d in rows])
     cap = int((w.prompt_lens() + output_lengths(w)).max() / 0.98) + 2 + extra * 7
     order = np.random.default_rng(seed).permutation(w.n)
-    config = EngineConfig(kv_capacity_tokens=cap, step_tokens=16, max_running=4)
+    config = EngineConfig(kv_capacity_tokens=cap, step_tokens=16, max_running=4, step_fill=fill)
     r = simulate(w, order, MODEL, GPU, config)
     assert r.finished == w.n
     assert r.output_tokens == sum(d for _, d in rows)
@@ -218,3 +218,48 @@ def test_block_granular_prefix_hits_recompute_the_partial_block():
     assert blocks.computed_prompt_tokens == 80 + (80 - 64) + (80 - 64)
     with pytest.raises(ValueError, match="cache_block_tokens"):
         EngineConfig(cache_block_tokens=0)
+
+
+def _long_then_dense(n_long: int = 20, n_dense: int = 400) -> Workload:
+    """Long generations first (short prompts, 3,000 tokens out), then compute-dense requests (2,000 in, 1 out)."""
+    rng = np.random.default_rng(0)
+    prompts = [rng.integers(0, 50_000, 100) for _ in range(n_long)] + \
+              [rng.integers(0, 50_000, 2000) for _ in range(n_dense)]
+    return Workload.from_lists(prompts, 4096, [3000] * n_long + [1] * n_dense)
+
+
+def test_balanced_fill_runs_prefill_under_the_long_decodes_reads():
+    """A budget-filled step is compute-bound (2048 tokens: 105 ms, a full pool's reads: 37 ms), so the dense
+    prefills run first and the long decodes alone after; a balanced step takes only what hides under its
+    reads, so the same compute runs while the decodes advance (engine.py, step fill)."""
+    w = _long_then_dense()
+    budget = simulate(w, np.arange(w.n), MODEL, GPU, EngineConfig(efficiency=1.0))
+    balanced = simulate(w, np.arange(w.n), MODEL, GPU, EngineConfig(efficiency=1.0, step_fill="balanced"))
+    for r in (budget, balanced):
+        assert r.finished == w.n and r.output_tokens == int(output_lengths(w).sum()) and r.preemptions == 0
+    assert balanced.comp_seconds == pytest.approx(budget.comp_seconds, rel=1e-9)     # the same tokens computed
+    assert balanced.seconds < 0.8 * budget.seconds
+    # no balanced step computes longer than its reads, bar the one token that opens the smallest chunk
+    tl = balanced.timeline
+    one = 2 * MODEL.params / GPU.flops
+    assert np.all(tl.comp <= tl.mem + one * (1 + 1e-9)), float(np.max(tl.comp - tl.mem))
+    assert np.any(budget.timeline.comp > 2 * budget.timeline.mem)
+
+
+def test_balanced_fill_caps_a_lone_prompt_at_the_weight_reads():
+    """With nothing decoding, a balanced step holds the tokens that compute in one read of the weights."""
+    p = 3000
+    w = Workload.from_lists([list(range(p))], 100, [1])
+    r = simulate(w, [0], MODEL, GPU, EngineConfig(efficiency=1.0, step_fill="balanced"))
+    cap = int(MODEL.weight_bytes() / GPU.bandwidth / (2 * MODEL.params / GPU.flops))
+    assert 100 < cap < 2048
+    assert r.steps == -(-p // cap) + 1                   # prefill chunks of `cap`, then the one decode
+    budget = simulate(w, [0], MODEL, GPU, EngineConfig(efficiency=1.0))
+    assert budget.steps == -(-p // 2048) + 1
+
+
+def test_balanced_fill_needs_nanoflow_overlap():
+    with pytest.raises(ValueError, match="nanoflow"):
+        EngineConfig(overlap="sequential", step_fill="balanced")
+    with pytest.raises(ValueError, match="step_fill"):
+        EngineConfig(step_fill="greedy")

@@ -14,7 +14,7 @@ model, hw = MODELS["llama-3.1-8b"], HARDWARE["a100-80gb"]
 cfg = EngineConfig(step_tokens=2048, max_running=1024)
 seen = {}
 orig = pm.engine_clock_tail
-def spy(order, fresh, d, longest, kv_tokens, step_tokens, fewest, memory_bound):
+def spy(order, fresh, d, longest, kv_tokens, step_tokens, fewest, stretch):
     is_tail = longest[order] >= pm.TAIL_SHARE * fewest
     tail, rest = order[is_tail], order[~is_tail]
     lt = longest[tail]
@@ -22,13 +22,13 @@ def spy(order, fresh, d, longest, kv_tokens, step_tokens, fewest, memory_bound):
     starts = (np.cumsum(area) - area) / kv_tokens
     r = float(((fresh[rest] + d[rest]) / step_tokens).sum())
     seen.update(n_tail=int(is_tail.sum()), R=r, S_last=float(starts[-1]), end=float(np.max(starts + lt)), fewest=fewest)
-    seen["memory_bound"] = memory_bound
-    return orig(order, fresh, d, longest, kv_tokens, step_tokens, fewest, memory_bound=memory_bound)
+    seen["stretch"] = stretch
+    return orig(order, fresh, d, longest, kv_tokens, step_tokens, fewest, stretch=stretch)
 pm.engine_clock_tail = spy
 pm.TAIL_PLACEMENT = "engine_clock"
 for cell in sys.argv[1].split(","):
     name = f"grid-r{cell.replace(':', '-s')}"
     w = workloads.generate(name, 100_000, seed=0, model=model, hw=hw)
-    runner._blendserve_estimated(w, model, hw, cfg.capacity(model, hw) * model.kv_bytes_per_token, 2048, 0)
+    runner._blendserve_estimated(w, model, hw, cfg.capacity(model, hw) * model.kv_bytes_per_token, cfg, 0)
     print(name, {k: round(v, 3) if isinstance(v, float) else v for k, v in seen.items()},
           f"R/S_last {seen['R'] / seen['S_last']:.3f} R/end {seen['R'] / seen['end']:.3f}", flush=True)

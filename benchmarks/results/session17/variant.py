@@ -14,7 +14,7 @@ target, variant = sys.argv.pop(1), sys.argv.pop(1)
 runner.SPLIT_TAIL_SAMPLES = variant != "main"
 if variant == "split_late":
     orig = pm.engine_clock_tail
-    pm.engine_clock_tail = lambda *a, memory_bound, **k: orig(*a, memory_bound=False, **k)
+    pm.engine_clock_tail = lambda *a, stretch, **k: orig(*a, stretch=False, **k)
 if target == "grid":
     import sim_grid  # noqa: E402
     sim_grid.main()
