@@ -67,7 +67,8 @@ def main() -> None:
         if args.rows:
             with args.rows.open("a") as f:
                 f.write(json.dumps({"workload": name, "rho": rho, "sharing": s, "requests": args.requests,
-                                    "step_tokens": args.step_tokens, "overlap": args.overlap, "step_fill": args.step_fill,
+                                    "step_tokens": args.step_tokens, "overlap": args.overlap,
+                                    "step_fill": args.step_fill,
                                     "seed": args.seed, "ratio": j["ratio"], "ratio_dfs": j["ratio_dfs"],
                                     "fraction_of_optimal": {x: p[x]["fraction_of_optimal"] for x in policies},
                                     "baselines_from": str(args.baselines) if name in earlier else None,

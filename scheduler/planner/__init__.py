@@ -13,7 +13,7 @@ from .tree import NodeTotals, PrefixTree
 from .workload import Workload
 
 __all__ = [
-    "HARDWARE", "MODELS", "POLICIES", "STEP_FILLS", "HardwareProfile", "ModelProfile", "NodeTotals", "Plan", "PrefixTree",
-    "Workload", "effective_output_lengths", "estimate_output_lengths", "plan", "sharing_ratio", "tail_threshold",
-    "warmup_sample",
+    "HARDWARE", "MODELS", "POLICIES", "STEP_FILLS", "HardwareProfile", "ModelProfile", "NodeTotals", "Plan",
+    "PrefixTree", "Workload", "effective_output_lengths", "estimate_output_lengths", "plan", "sharing_ratio",
+    "tail_threshold", "warmup_sample",
 ]
