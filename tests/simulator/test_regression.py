@@ -32,3 +32,18 @@ def test_blendserve_beats_the_best_simple_order(trace):
     assert tput["blendserve"] >= MARGIN * best, tput
     assert run.runs["blendserve"].result.sharing_ratio >= 0.97 * run.dfs_sharing
     assert run.runs["dfs"].dfs_direction in ("ascending", "descending")
+
+
+@pytest.mark.parametrize("trace", ["trace1", "trace4"])
+def test_on_a_balanced_engine_blendserve_leads_at_the_default_budget(trace):
+    """2048-token steps that take only what hides under their reads (EngineConfig.step_fill), BlendServe on
+    the 1% warm-up sample and estimates. Measured (seed 0, 20K requests; BENCHMARKS.md, session 20):
+    trace1 0.924 of T* against the best other order's 0.668 (Balance), trace4 0.935 against 0.732: the
+    longest bounds start first and the rest runs under their decodes. Asserted: 1.15x and 0.85 of T*."""
+    w = workloads.generate(trace, 20_000, seed=0, model=MODEL, hw=GPU)
+    run = run_workload(trace, w, MODEL, GPU, ["fcfs", "dfs", "balance", "blendserve"],
+                       EngineConfig(step_fill="balanced"), seed=0)
+    tput = {name: r.result.tokens_per_s for name, r in run.runs.items()}
+    best = max(v for k, v in tput.items() if k != "blendserve")
+    assert tput["blendserve"] >= 1.15 * best, tput
+    assert tput["blendserve"] >= 0.85 * run.optimum.tokens_per_s
