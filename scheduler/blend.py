@@ -68,7 +68,7 @@ class Lengths:
     effective: np.ndarray   # KV reads of the subtree's expected reads (p d + d^2/2): for the plan and memory
 
 
-def _lengths(r: Round, model: ModelProfile, hw, kv: float | None, ranks: int, step: int) -> tuple[Lengths, np.ndarray]:
+def _lengths(r: Round, ranks: int, step: int) -> tuple[Lengths, np.ndarray]:
     """Both estimates for every request of the round from the model's history, and the cold fresh requests.
 
     The plan runs on effective lengths (scheduler/planner/estimate.py): its
@@ -100,7 +100,7 @@ def _lengths(r: Round, model: ModelProfile, hw, kv: float | None, ranks: int, st
     first = effective_output_lengths(every, seen, hist_out, tree=tree)
     start = every.offsets[h]                       # the round's own requests, as a view of `every`
     now = Workload(every.tokens[start:], every.offsets[h:] - start, r.max_tokens, first[h:])
-    bound = tail_threshold(now, model, hw, kv_capacity_bytes=kv, ranks=ranks, step_tokens=step)
+    bound = tail_threshold(now, ranks=ranks, step_tokens=step)
     tail = np.maximum(every.max_tokens, first) >= bound
     effective = effective_output_lengths(every, seen, hist_out, tree=tree, strata=tail)[h:]
     return Lengths(mean, effective), cold
@@ -175,7 +175,7 @@ class BlendServe:
         kv = min((w[2] for w in r.workers), default=0) * model.kv_bytes_per_token or None
         self.ranks[r.model] = ranks
 
-        est, cold = _lengths(r, model, hw, kv, ranks, step or STEP_TOKENS)
+        est, cold = _lengths(r, ranks, step or STEP_TOKENS)
 
         pieces: list[Piece] = []
         taken = np.zeros(n, dtype=bool)

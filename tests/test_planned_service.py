@@ -164,7 +164,7 @@ def test_long_outputs_in_the_history_do_not_lift_requests_that_may_not_decode_th
     so the chats are planned at their own history's lengths, not lifted to their cap by two 16K outputs."""
     from scheduler.blend import _lengths
 
-    model, hw = MODELS["llama-3.1-8b"], HARDWARE["a100-80gb"]
+    model = MODELS["llama-3.1-8b"]
     prompt = lambda i: np.array([70_000 + i, 5, 6, 7], dtype="<i4").tobytes()
     hist = [prompt(i) for i in range(42)]
     out = np.array([30.0, 40.0, 50.0] * 13 + [16_000.0, 15_000.0, 17_000.0])
@@ -174,7 +174,7 @@ def test_long_outputs_in_the_history_do_not_lift_requests_that_may_not_decode_th
     n = len(prompts)
     r = Round(model.name, np.arange(1, n + 1), np.ones(n, dtype=bool), np.zeros(n, dtype=np.int64), np.arange(n),
               np.full(n, time.time() + 86_400.0), mt, prompts, (hist, out, cap), [("w1", "vllm", 400_000, None)])
-    est, cold = _lengths(r, model, hw, None, 1, 2048)
+    est, cold = _lengths(r, 1, 2048)
     assert len(cold) == n          # no shared prefix: all cold (warmed up first); the plan uses the root's history
     p, d = 4.0, out[:39]
     assert np.allclose(p * est.effective[:50] + est.effective[:50] ** 2 / 2, np.mean(p * d + d * d / 2))

@@ -73,11 +73,23 @@ def _fewest_steps(fresh: np.ndarray, d: np.ndarray, model: perf.ModelProfile, ca
     return max(*_clocks(fresh, d, model, capacity, step_tokens), float(d.max(initial=0.0)), 1.0)
 
 
-def tail_threshold(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile, *,
-                   kv_capacity_bytes: float | None = None, ranks: int = 1, step_tokens: int = STEP_TOKENS) -> float:
-    """The output bound from which a request may decode for TAIL_SHARE of the run's fewest steps (judged from
-    workload.output_len, estimates): max(max_tokens, d) at or above it is the tail the plan places at its
-    bounds (engine_clock_tail).
+def _tail_steps(fresh: np.ndarray, d: np.ndarray, step_tokens: int) -> float:
+    """The run the tail is measured against: its compute steps (tokens / step_tokens, the budget of all
+    ranks together) or the longest output, not the pool's.
+
+    When KV reads are the longer clock the long generations *are* the run:
+    measured against it, a 20K-token bound in a 400K-request trace whose
+    pool clock is 220K steps would no longer count as tail, and the dual
+    scan alone would place the generations that fill the pool (BENCHMARKS.md,
+    session 20: trace 4 at 400K, seed 2, 0.838 of T* against 0.900).
+    """
+    return max((float(np.sum(fresh)) + float(np.sum(d))) / step_tokens, float(d.max(initial=0.0)), 1.0)
+
+
+def tail_threshold(workload: Workload, *, ranks: int = 1, step_tokens: int = STEP_TOKENS) -> float:
+    """The output bound from which a request may decode for TAIL_SHARE of the run's compute steps (judged from
+    workload.output_len, estimates; _tail_steps): max(max_tokens, d) at or above it is the tail the plan
+    places at its bounds (engine_clock_tail). With R data-parallel ranks each runs a R-th of the compute.
 
     The estimator keeps those requests' samples apart from the rest's
     (estimate.effective_output_lengths, strata): a 1% sample that catches
@@ -85,8 +97,7 @@ def tail_threshold(workload: Workload, model: perf.ModelProfile, hw: perf.Hardwa
     lengths, or the rest's compute clock depends on what the sample caught.
     """
     d = np.minimum(workload.output_len, workload.max_tokens).astype(np.float64)
-    return TAIL_SHARE * _fewest_steps(workload.prompt_lens().astype(np.float64), d, model,
-                                      _capacity(model, hw, kv_capacity_bytes) * ranks, step_tokens)
+    return TAIL_SHARE * _tail_steps(workload.prompt_lens().astype(np.float64), d, step_tokens * ranks)
 
 
 def _capacity(model: perf.ModelProfile, hw: perf.HardwareProfile, kv_capacity_bytes: float | None) -> float:
@@ -192,8 +203,8 @@ def tail_guard(order: np.ndarray, longest: np.ndarray, steps: float) -> np.ndarr
 
 
 def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, max_tokens: np.ndarray,
-           model: perf.ModelProfile, capacity: float, split_budget: float, step_tokens: int, balanced: bool,
-           clock: _Clock, stats: dict) -> np.ndarray:
+           model: perf.ModelProfile, capacity: float, split_budget: float, step_tokens: int, ranks: int,
+           balanced: bool, clock: _Clock, stats: dict) -> np.ndarray:
     """BlendServe's admission order: split, re-sort, then dual scan with `capacity` bytes of KV."""
     s = split(tree, totals, per_request, budget_fraction=split_budget)
     stats.update(split_cut_nodes=int(len(s.cut)), split_moved_leaves=s.moved_leaves,
@@ -222,8 +233,9 @@ def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, max
         if TAIL_PLACEMENT == "engine_clock":
             fresh_id = np.zeros(len(d), dtype=np.float64)
             fresh_id[req] = fresh
+            stats["tail_steps"] = _tail_steps(fresh, d[req], step_tokens * ranks)
             order = engine_clock_tail(order, fresh_id, d, longest, capacity / model.kv_bytes_per_token, step_tokens,
-                                      steps, stretch=balanced or pool_steps > compute_steps)
+                                      stats["tail_steps"], stretch=balanced or pool_steps > compute_steps)
         else:
             order = tail_guard(order, longest, steps)
         clock.lap("tail_guard")
@@ -274,7 +286,7 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
 
     if policy == "blendserve":
         order = _blend(tree, totals, per_request, d, workload.max_tokens, model, kv_capacity_bytes * ranks,
-                       split_budget, step_tokens, step_fill == "balanced", clock, stats)
+                       split_budget, step_tokens, ranks, step_fill == "balanced", clock, stats)
     elif policy == "fcfs":
         order = baselines.fcfs(n)
     elif policy == "dfs":

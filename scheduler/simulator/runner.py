@@ -91,8 +91,7 @@ def _blendserve_estimated(w: Workload, model: ModelProfile, hw: HardwareProfile,
     sample = warmup_sample(w, WARMUP_FRACTION, seed=seed, tree=tree)
     est = effective_output_lengths(w, sample, true[sample], tree=tree)
     if SPLIT_TAIL_SAMPLES:
-        bound = tail_threshold(Workload(w.tokens, w.offsets, w.max_tokens, est), model, hw,
-                               kv_capacity_bytes=kv_bytes, step_tokens=config.step_tokens)
+        bound = tail_threshold(Workload(w.tokens, w.offsets, w.max_tokens, est), step_tokens=config.step_tokens)
         tail = np.maximum(w.max_tokens, est) >= bound
         est = effective_output_lengths(w, sample, true[sample], tree=tree, strata=tail)
     del tree

@@ -167,8 +167,7 @@ def test_the_rest_of_a_trace_is_estimated_near_its_truth_whatever_long_outputs_t
         s = warmup_sample(w, 0.01, seed=seed, tree=tree)
         assert (true[s] > 5000).sum() >= 1
         first = effective_output_lengths(w, s, true[s], tree=tree)
-        tail = np.maximum(w.max_tokens, first) >= tail_threshold(Workload(w.tokens, w.offsets, w.max_tokens, first),
-                                                                 model, hw)
+        tail = np.maximum(w.max_tokens, first) >= tail_threshold(Workload(w.tokens, w.offsets, w.max_tokens, first))
         split = effective_output_lengths(w, s, true[s], tree=tree, strata=tail)
         rest = ~tail
         assert first[rest].sum() > 10 * true[rest].sum()

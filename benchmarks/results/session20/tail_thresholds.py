@@ -24,7 +24,7 @@ for seed in [int(a) for a in sys.argv[1:]] or [0]:
         tree = PrefixTree.build(w)
         sample = warmup_sample(w, 0.01, seed=seed, tree=tree)
         est = effective_output_lengths(w, sample, true[sample], tree=tree)
-        bound = tail_threshold(Workload(w.tokens, w.offsets, w.max_tokens, est), model, hw, kv_capacity_bytes=kvb)
+        bound = tail_threshold(Workload(w.tokens, w.offsets, w.max_tokens, est))
         bounds = sorted(set(np.maximum(w.max_tokens, est)[np.maximum(w.max_tokens, est) >= bound].astype(int).tolist()))
         print(f"{name} seed {seed}: threshold {bound:.0f}, tail bounds {bounds[:5]}{' ...' if len(bounds) > 5 else ''}",
               flush=True)
