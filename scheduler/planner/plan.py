@@ -57,7 +57,7 @@ TAIL_GUARD = True      # move the long-bound tail (below); False leaves the dual
 # below 0.98x the best other order in either overlap mode, where "guard" had two; BENCHMARKS.md, session
 # 16) or "guard" (tail_guard: each request's position scaled by 1 - bound / fewest steps; kept for A/B runs)
 TAIL_PLACEMENT = "engine_clock"
-TAIL_SHARE = 0.1       # a request whose output bound is at least this share of the fewest steps is the tail
+TAIL_SHARE = 0.1       # a request whose output bound is at least this share of the compute steps is the tail
 
 
 def _clocks(fresh: np.ndarray, d: np.ndarray, model: perf.ModelProfile, capacity: float,
@@ -109,13 +109,13 @@ def _capacity(model: perf.ModelProfile, hw: perf.HardwareProfile, kv_capacity_by
 
 
 def engine_clock_tail(order: np.ndarray, fresh: np.ndarray, d: np.ndarray, longest: np.ndarray,
-                      pool_tokens: float, step_tokens: int, fewest: float, stretch: bool) -> np.ndarray:
+                      pool_tokens: float, step_tokens: int, run_steps: float, stretch: bool) -> np.ndarray:
     """Place the requests that may decode for a large share of the run on the engine's clock.
 
     Arrays are indexed by request id: fresh (prompt tokens the cache does
     not hold), d (estimated output), longest (max(max_tokens, d)). The tail
-    is every request with longest >= TAIL_SHARE x the fewest steps: one
-    that could lengthen the run by a tenth. An estimate is no guarantee (no
+    is every request with longest >= TAIL_SHARE x run_steps (the run's
+    compute steps, _tail_steps): one that could lengthen it by a tenth. An estimate is no guarantee (no
     token says a short prompt asks for a 16K-token video description), so
     the tail is placed at its bounds. The engine admits in order and only
     checks that a prompt fits now, so where a request lands in the order
@@ -157,11 +157,11 @@ def engine_clock_tail(order: np.ndarray, fresh: np.ndarray, d: np.ndarray, longe
 
     The tail starts longest bound first (LPT, the classic rule for a short
     makespan: a 20K-token bound must not wait behind 1K-token ones, which a
-    short run's fewest steps can count as tail too), equal bounds in the
+    short run's compute steps can count as tail too), equal bounds in the
     scan's order; the rest keeps its order (so prefix locality). No tail:
     the order is returned as is.
     """
-    is_tail = longest[order] >= TAIL_SHARE * fewest
+    is_tail = longest[order] >= TAIL_SHARE * run_steps
     if len(order) < 2 or not is_tail.any():
         return order
     tail, rest = order[is_tail], order[~is_tail]

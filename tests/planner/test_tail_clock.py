@@ -22,7 +22,7 @@ def _three_tail_four_rest():
 
 def test_compute_bound_lays_the_rest_at_the_end_on_its_own_clock():
     order, fresh, d, longest = _three_tail_four_rest()
-    out = engine_clock_tail(order, fresh, d, longest, pool_tokens=100.0, step_tokens=1, fewest=100.0,
+    out = engine_clock_tail(order, fresh, d, longest, pool_tokens=100.0, step_tokens=1, run_steps=100.0,
                             stretch=False)
     # rest at T - R + its clock: 80, 110, 140, 170; tail at 0, 50, 100
     assert out.tolist() == [4, 5, 0, 6, 1, 2, 3]
@@ -101,6 +101,6 @@ def test_the_longest_bounds_start_first_and_equal_bounds_keep_their_order():
     order = np.array([0, 1, 2, 3, 4, 5])
     longest = np.array([1024.0, 1024.0, 20_000.0, 1024.0, 20_000.0, 5.0])
     out = engine_clock_tail(order, np.full(6, 10.0), np.ones(6), longest, pool_tokens=1e9, step_tokens=2048,
-                            fewest=1000.0, stretch=False)
+                            run_steps=1000.0, stretch=False)
     tail = [r for r in out.tolist() if longest[r] > 100]
     assert tail == [2, 4, 0, 1, 3]
