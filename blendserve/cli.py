@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 
-from core.config import Settings, get_settings
+from core.config import PLANNERS, Settings, get_settings
 from core.heap import freeze_startup_heap
 from core.logs import configure as configure_logging
 
@@ -239,6 +239,13 @@ def main(argv: list[str] | None = None) -> int:
         from blendserve.client import main as client
 
         return client(argv[0], argv[1:])
+    args = parser().parse_args(argv)
+    configure_logging(args.log_level)
+    return args.fn(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The roles' flags (simulate, estimate and the client commands parse their own)."""
     parser = argparse.ArgumentParser(prog="blendserve", description=__doc__.split("\n")[0])
     parser.add_argument("--log-level", default="INFO")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -253,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--host", default="127.0.0.1")
             p.add_argument("--port", type=int, default=8000)
         if name in ("serve", "scheduler"):
-            p.add_argument("--planner", choices=("fcfs", "blendserve"), help="execution order policy")
+            p.add_argument("--planner", choices=PLANNERS, help="execution order policy (dfs and fcfs: baselines)")
         if name == "worker":
             p.add_argument("--engine", default="cpu", choices=("cpu", "sglang", "vllm", "echo"),
                            help="echo: a stand-in with an engine's timing and no model, for load tests")
@@ -266,6 +273,4 @@ def main(argv: list[str] | None = None) -> int:
                            ("cancel", "cancel a batch"),
                            ("estimate", "run time, tokens/s and GPU-hours of a batch file, before it runs")):
         sub.add_parser(name, help=f"{helptext}; see `blendserve {name} --help`")
-    args = parser.parse_args(argv)
-    configure_logging(args.log_level)
-    return args.fn(args)
+    return parser

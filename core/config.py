@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+PLANNERS = ("blendserve", "dfs", "fcfs")    # execution orders; dfs and fcfs are the baselines
+
 SMOLLM2 = "SmolLM2-135M-Instruct"
 
 
@@ -36,7 +38,7 @@ class Settings(BaseSettings):
     # incremental: the planned backlog stays, new work is planned this many at a time (scheduler/planning.py).
     plan_window: int = 32768
     chunk_requests: int = 32                  # requests per plan chunk
-    planner: Literal["blendserve", "dfs", "fcfs"] = "blendserve"   # dfs: prefix-sorted; fcfs: file order
+    planner: Literal[PLANNERS] = "blendserve"  # dfs: prefix-sorted; fcfs: file order
     hardware: str = ""                        # planner hardware profile; "" = the workers' own (workers.hardware)
     warmup_fraction: float = 0.01             # share of cold requests run first to learn output lengths
     urgent_horizon_s: float = 900.0           # batches expiring sooner than this are planned first
