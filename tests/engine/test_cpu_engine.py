@@ -249,7 +249,10 @@ def test_capacity_follows_the_memory_budget(tiny_model: Path, monkeypatch) -> No
 def test_smollm2_knows_paris(smollm2_checkpoint: Path) -> None:
     """On a fresh engine, and again after another chat left the chat template's prefix in the cache
     (the prefill then attends over cached K/V: a precision slip there once changed the answer),
-    and once more prefilled in chunks of 7 beside another sequence's decode."""
+    and once more prefilled in chunks of 7 beside another sequence's decode. The prompt is one whose
+    greedy answer leads by >= 1.7 logits at every token: asked "What is the capital of France?", the
+    first token's lead over "L" is 0.08, and bfloat16 paths that are each correct to rounding (the C++
+    kernel against SDPA, AMX against AVX-512 matmuls) answered "L'Étoile, ..." on one machine."""
     tok = load_tokenizer(smollm2_checkpoint)
 
     def chat(question: str) -> list[int]:
@@ -257,7 +260,7 @@ def test_smollm2_knows_paris(smollm2_checkpoint: Path) -> None:
                                        add_generation_prompt=True)
         return tok(text, add_special_tokens=False)["input_ids"]
 
-    paris = GenRequest(0, chat("What is the capital of France?"), SamplingParams(max_tokens=30, temperature=0.0))
+    paris = GenRequest(0, chat("Complete the sentence: The capital of France is"), SamplingParams(max_tokens=30, temperature=0.0))
     result = next(CpuEngine(smollm2_checkpoint, "SmolLM2-135M-Instruct").generate([paris]))
     assert "Paris" in result.text
     assert result.finish_reason == "stop"

@@ -36,7 +36,7 @@ def test_kv_capacity_is_the_configured_blocks(engine: VllmEngine) -> None:
 
 def test_greedy_output_and_finish_reasons(engine: VllmEngine, smollm2_checkpoint: Path) -> None:
     assert engine.kv_capacity_tokens() > 10_000
-    paris = chat_ids(smollm2_checkpoint, "What is the capital of France?")
+    paris = chat_ids(smollm2_checkpoint, "Complete the sentence: The capital of France is")
     out = run(engine, [GenRequest(1, paris, SamplingParams(max_tokens=64, temperature=0.0)),
                        GenRequest(2, paris, SamplingParams(max_tokens=3, temperature=0.0)),
                        GenRequest(3, paris, SamplingParams(max_tokens=64, temperature=0.0, stop=("Paris",)))])
@@ -133,7 +133,7 @@ def test_urgent_requests_run_beside_batch_work_and_stream_their_tokens(engine: V
                                                                      smollm2_checkpoint: Path) -> None:
     """An interactive request handed over mid-stream is added at once and finishes before the batch
     requests still waiting; its tokens reach on_tokens in order and add up to its result."""
-    paris = chat_ids(smollm2_checkpoint, "What is the capital of France?")
+    paris = chat_ids(smollm2_checkpoint, "Complete the sentence: The capital of France is")
     batch = [GenRequest(100 + i, chat_ids(smollm2_checkpoint, f"Count to {i + 20}."),
                         SamplingParams(max_tokens=48, temperature=0.0)) for i in range(6)]
     streamed: list[int] = []
