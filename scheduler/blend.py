@@ -42,7 +42,8 @@ from sqlalchemy.orm import Session
 
 from core.models import Request
 from scheduler.planner import (HARDWARE, HardwareProfile, ModelProfile, PrefixTree, Workload,
-                               effective_output_lengths, estimate_output_lengths, plan, tail_threshold, warmup_sample)
+                               effective_output_lengths, estimate_output_lengths, loose_caps, plan, tail_threshold,
+                               warmup_sample)
 from scheduler.planner.perf import comp_time, mem_time
 from scheduler.planner.plan import STEP_TOKENS
 from scheduler.planning import Piece, Round
@@ -66,6 +67,7 @@ class Lengths:
     """Output-length estimates of a round's requests: two, because a subtree's lengths are used two ways."""
     mean: np.ndarray        # subtree mean: for token counts and compute, linear in d
     effective: np.ndarray   # KV reads of the subtree's expected reads (p d + d^2/2): for the plan and memory
+    bound: np.ndarray       # the output bound the plan guards: max_tokens, or `effective` where the cap is loose
 
 
 def _lengths(r: Round, ranks: int, step: int) -> tuple[Lengths, np.ndarray]:
@@ -86,7 +88,9 @@ def _lengths(r: Round, ranks: int, step: int) -> tuple[Lengths, np.ndarray]:
     (plan.tail_threshold, judged on a first estimate of this round), as the
     simulator does: a few 16K-token outputs must not lift the short-bound
     requests' lengths, or the blend's clock for them depends on what the
-    history happened to catch.
+    history happened to catch. A cap that the history shows to be loose
+    (estimate.loose_caps: chats capped at 4096 that decode a few hundred) is
+    no bound: those requests are planned at their estimates.
     """
     hist_prompts, hist_out, hist_cap = r.history or ([], np.zeros(0), np.zeros(0))
     h = len(hist_prompts)
@@ -101,9 +105,11 @@ def _lengths(r: Round, ranks: int, step: int) -> tuple[Lengths, np.ndarray]:
     start = every.offsets[h]                       # the round's own requests, as a view of `every`
     now = Workload(every.tokens[start:], every.offsets[h:] - start, r.max_tokens, first[h:])
     bound = tail_threshold(now, ranks=ranks, step_tokens=step)
-    tail = np.maximum(every.max_tokens, first) >= bound
+    loose = loose_caps(every.max_tokens, hist_cap, hist_out, bound)
+    tail = np.where(loose, first, np.maximum(every.max_tokens, first)) >= bound
     effective = effective_output_lengths(every, seen, hist_out, tree=tree, strata=tail)[h:]
-    return Lengths(mean, effective), cold
+    guard = np.where(loose[h:], np.minimum(r.max_tokens, np.ceil(effective)), r.max_tokens)
+    return Lengths(mean, effective, guard), cold
 
 
 class BlendServe:
@@ -201,8 +207,9 @@ class BlendServe:
     def _blend(self, r: Round, idx: np.ndarray, est: Lengths, model: ModelProfile, hw, kv: float | None,
                ranks: int, order: str, step: int) -> list[Piece]:
         wl = _workload([r.prompts[i] for i in idx], r.max_tokens[idx])
+        guarded = Workload(wl.tokens, wl.offsets, est.bound[idx], est.effective[idx])
+        p = plan(guarded, model, hw, order, kv_capacity_bytes=kv, ranks=ranks, step_tokens=step)
         wl.output_len = est.effective[idx]
-        p = plan(wl, model, hw, order, kv_capacity_bytes=kv, ranks=ranks, step_tokens=step)
         self._estimate(r.model, wl, est.mean[idx], p.sharing_ratio, model, hw, ranks, step)
         if ranks == 1:
             return [Piece(idx[p.order])]

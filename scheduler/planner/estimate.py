@@ -13,6 +13,9 @@ import numpy as np
 from .tree import PrefixTree
 from .workload import Workload
 
+MIN_CAP_SAMPLES = 5    # samples of one max_tokens value before the warm-up may call that cap loose
+LONG_SHARE = 0.25      # a cap is loose while fewer than this share of its samples reach the tail
+
 
 def warmup_sample(workload: Workload, fraction: float = 0.01, min_subtree: int = 64, seed: int = 0,
                   tree: PrefixTree | None = None) -> np.ndarray:
@@ -144,3 +147,31 @@ def _effective(workload: Workload, sampled: np.ndarray, observed: np.ndarray, tr
     p = workload.prompt_lens().astype(np.float64)
     d_eff = np.sqrt(np.maximum(p * p + 2.0 * p * mean + square, 0.0)) - p
     return np.minimum(np.maximum(d_eff, mean), cap)
+
+
+def loose_caps(max_tokens: np.ndarray, sampled_caps: np.ndarray, observed: np.ndarray,
+               threshold: float) -> np.ndarray:
+    """Per request: whether the samples that share its max_tokens show the cap to be far above its outputs.
+
+    The plan places a request whose bound reaches the tail (plan.tail_threshold)
+    at that bound, because no token says which short prompt asks for a 16K-token
+    video description. But users set caps per job, generously: chats capped at
+    4096 or 8192 decode a few hundred tokens, and a file where thousands of them
+    counted as tail had its pool clock run on bounds ten times their outputs
+    (BENCHMARKS.md, session 21: 0.955x DFS on a file written blind to the
+    planner). So a cap value is a class the warm-up can judge: with at least
+    MIN_CAP_SAMPLES samples, fewer than LONG_SHARE of which reached the
+    threshold, the cap says nothing about length and the request is planned at
+    its estimate; a cap whose samples do run long (a captioning job's 20000), or
+    that too few samples cover, stays a bound. A rare long output behind a loose
+    cap costs at most its own length once; guarding thousands of short ones at
+    their caps costs the whole run's pacing.
+    """
+    caps, inverse = np.unique(np.asarray(max_tokens), return_inverse=True)
+    sampled_caps = np.asarray(sampled_caps)
+    at = np.minimum(np.searchsorted(caps, sampled_caps), max(len(caps) - 1, 0))
+    known = caps[at] == sampled_caps if len(caps) else np.zeros(len(sampled_caps), dtype=bool)
+    count = np.bincount(at[known], minlength=len(caps))
+    long = np.bincount(at[known], weights=(np.asarray(observed, dtype=np.float64)[known] >= threshold),
+                       minlength=len(caps))
+    return ((count >= MIN_CAP_SAMPLES) & (long < LONG_SHARE * count))[inverse.reshape(-1)]

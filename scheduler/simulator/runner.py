@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from scheduler.planner import (PrefixTree, Workload, effective_output_lengths, plan, sharing_ratio,
+from scheduler.planner import (PrefixTree, Workload, effective_output_lengths, loose_caps, plan, sharing_ratio,
                                tail_threshold, warmup_sample)
 from scheduler.planner.perf import HardwareProfile, ModelProfile
 from scheduler.simulator.engine import EngineConfig, SimResult, output_lengths, simulate
@@ -90,12 +90,15 @@ def _blendserve_estimated(w: Workload, model: ModelProfile, hw: HardwareProfile,
     tree = PrefixTree.build(w)               # one tree for the sample and the estimates
     sample = warmup_sample(w, WARMUP_FRACTION, seed=seed, tree=tree)
     est = effective_output_lengths(w, sample, true[sample], tree=tree)
+    guard = w.max_tokens
     if SPLIT_TAIL_SAMPLES:
         bound = tail_threshold(Workload(w.tokens, w.offsets, w.max_tokens, est), step_tokens=config.step_tokens)
-        tail = np.maximum(w.max_tokens, est) >= bound
+        loose = loose_caps(w.max_tokens, w.max_tokens[sample], true[sample], bound)
+        tail = np.where(loose, est, np.maximum(w.max_tokens, est)) >= bound
         est = effective_output_lengths(w, sample, true[sample], tree=tree, strata=tail)
+        guard = np.where(loose, np.minimum(w.max_tokens, np.ceil(est)), w.max_tokens)
     del tree
-    p = plan(Workload(w.tokens, w.offsets, w.max_tokens, est), model, hw, "blendserve",
+    p = plan(Workload(w.tokens, w.offsets, guard, est), model, hw, "blendserve",
              kv_capacity_bytes=kv_bytes, step_tokens=config.step_tokens, step_fill=config.step_fill, seed=seed)
     rest = p.order[~np.isin(p.order, sample)]
     return np.concatenate([sample, rest]), p.sharing_ratio

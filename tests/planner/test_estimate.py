@@ -2,7 +2,7 @@
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from scheduler.planner.estimate import effective_output_lengths, estimate_output_lengths, warmup_sample
+from scheduler.planner.estimate import effective_output_lengths, estimate_output_lengths, loose_caps, warmup_sample
 from scheduler.planner.tree import PrefixTree
 from scheduler.planner.workload import Workload
 
@@ -173,3 +173,19 @@ def test_the_rest_of_a_trace_is_estimated_near_its_truth_whatever_long_outputs_t
         assert first[rest].sum() > 10 * true[rest].sum()
         assert 0.9 * true[rest].sum() < split[rest].sum() < 1.7 * true[rest].sum()
         assert 0.7 < split[tail].mean() / true[tail].mean() < 1.3
+
+
+def test_a_cap_is_loose_only_where_enough_of_its_samples_stay_short():
+    """Per max_tokens value: >= MIN_CAP_SAMPLES samples, under LONG_SHARE of them at the threshold or more."""
+    caps = np.array([4096] * 100 + [20000] * 50 + [8192] * 40 + [2048] * 30 + [1024] * 10)
+    sampled_caps = np.array([4096] * 20 + [20000] * 5 + [8192] * 4 + [2048] * 10 + [512] * 9)
+    observed = np.array([300.0] * 19 + [3000.0]              # 1 of 20 long: loose
+                        + [16000.0] * 5                       # a captioning job's cap: a bound
+                        + [100.0] * 4                         # too few samples to tell
+                        + [50.0] * 7 + [2500.0] * 3           # 3 of 10 long: a bound
+                        + [10.0] * 9)                         # another cap's samples (history only)
+    loose = loose_caps(caps, sampled_caps, observed, threshold=2000.0)
+    assert loose.dtype == bool and len(loose) == len(caps)
+    assert loose[:100].all()
+    assert not loose[100:].any()                              # 20000, 8192, 2048, and 1024 with no sample
+    assert not loose_caps(caps, sampled_caps[:0], observed[:0], 2000.0).any()

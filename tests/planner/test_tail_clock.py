@@ -11,8 +11,9 @@ from scheduler.simulator.engine import EngineConfig, simulate
 
 def _three_tail_four_rest():
     """Requests 0-3: the rest, 30 fresh tokens each (30 compute steps at a 1-token budget, R = 120);
-    4-6: the tail, bound 100, no fresh tokens: 5,000 token-steps each, 50 steps of a 100-token pool,
-    so they start at 0, 50, 100 on the pool clock and the tail ends at T = 200."""
+    4-6: the tail, bound 100, no fresh tokens: 5,000 token-steps each, 50 steps of a 100-token pool.
+    The first one's peak (100 tokens) fits the empty pool, so the stagger runs from it: the tail starts
+    at 0, 0, 50 on the pool clock and ends at T = 150."""
     order = np.array([0, 4, 1, 5, 2, 6, 3])              # the scan's order
     fresh = np.array([30.0] * 4 + [0.0] * 3)
     d = np.zeros(7)
@@ -24,7 +25,7 @@ def test_compute_bound_lays_the_rest_at_the_end_on_its_own_clock():
     order, fresh, d, longest = _three_tail_four_rest()
     out = engine_clock_tail(order, fresh, d, longest, pool_tokens=100.0, step_tokens=1, run_steps=100.0,
                             stretch=False)
-    # rest at T - R + its clock: 80, 110, 140, 170; tail at 0, 50, 100
+    # rest at T - R + its clock: 30, 60, 90, 120; tail at 0, 0, 50
     assert out.tolist() == [4, 5, 0, 6, 1, 2, 3]
 
 
@@ -37,10 +38,25 @@ def test_compute_bound_rest_shorter_than_the_drain_puts_the_whole_tail_first():
 def test_memory_bound_stretches_the_rest_over_the_tails_window():
     order, fresh, d, longest = _three_tail_four_rest()
     out = engine_clock_tail(order, fresh, d, longest, 100.0, 1, 100.0, stretch=True)
-    # rest stretched by T / R = 200 / 120: 0, 50, 100, 150; on a tie the tail request goes first
-    assert out.tolist() == [4, 0, 5, 1, 6, 2, 3]
+    # rest stretched by T / R = 150 / 120: 0, 37.5, 75, 112.5; on a tie the tail request goes first
+    assert out.tolist() == [4, 5, 0, 1, 6, 2, 3]
     # scale-free: the rest's proportions are what counts when its estimates carry the tail's memory
-    assert engine_clock_tail(order, fresh * 2.0, d, longest, 100.0, 1, 100.0, True).tolist() == out.tolist()
+    assert engine_clock_tail(order, fresh * 0.5, d, longest, 100.0, 1, 100.0, True).tolist() == out.tolist()
+
+
+def test_a_tail_whose_peaks_fit_the_empty_pool_starts_at_once():
+    """20 generations of up to 1,000 tokens (peaks 1,010) in a 25,000-token pool: all start at step 0, ahead
+    of the rest. In a 10,000-token pool the first 9 do (9,090 tokens), then one every 10,050 token-steps."""
+    n_tail, n_rest = 20, 100
+    order = np.arange(n_tail + n_rest)
+    fresh = np.full(n_tail + n_rest, 10.0)
+    d = np.full(n_tail + n_rest, 5.0)
+    longest = np.array([1000.0] * n_tail + [5.0] * n_rest)
+    out = engine_clock_tail(order[::-1].copy(), fresh, d, longest, 25_000.0, 10, 1000.0, stretch=True)
+    assert sorted(out[:n_tail].tolist()) == list(range(n_tail))
+    out = engine_clock_tail(order[::-1].copy(), fresh, d, longest, 10_000.0, 10, 1000.0, stretch=True)
+    assert sorted(out[:9].tolist()) == list(range(11, 20))        # LPT ties keep the scan's order: 19, 18, ...
+    assert not np.isin(out[9:12], np.arange(n_tail)).all()        # the rest runs between the staggered starts
 
 
 def test_only_bounds_of_a_tenth_of_the_run_are_the_tail_and_both_streams_keep_their_order():
