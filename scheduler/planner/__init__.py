@@ -14,6 +14,6 @@ from .workload import Workload
 
 __all__ = [
     "HARDWARE", "MODELS", "POLICIES", "STEP_FILLS", "HardwareProfile", "ModelProfile", "NodeTotals", "Plan",
-    "PrefixTree", "Workload", "effective_output_lengths", "estimate_output_lengths", "loose_caps", "plan", "sharing_ratio",
-    "tail_threshold", "warmup_sample",
+    "PrefixTree", "Workload", "effective_output_lengths", "estimate_output_lengths", "loose_caps", "plan",
+    "sharing_ratio", "tail_threshold", "warmup_sample",
 ]

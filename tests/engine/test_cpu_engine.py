@@ -260,7 +260,8 @@ def test_smollm2_knows_paris(smollm2_checkpoint: Path) -> None:
                                        add_generation_prompt=True)
         return tok(text, add_special_tokens=False)["input_ids"]
 
-    paris = GenRequest(0, chat("Complete the sentence: The capital of France is"), SamplingParams(max_tokens=30, temperature=0.0))
+    paris = GenRequest(0, chat("Complete the sentence: The capital of France is"),
+                       SamplingParams(max_tokens=30, temperature=0.0))
     result = next(CpuEngine(smollm2_checkpoint, "SmolLM2-135M-Instruct").generate([paris]))
     assert "Paris" in result.text
     assert result.finish_reason == "stop"
