@@ -106,7 +106,7 @@ def _lengths(r: Round, ranks: int, step: int) -> tuple[Lengths, np.ndarray]:
     now = Workload(every.tokens[start:], every.offsets[h:] - start, r.max_tokens, first[h:])
     bound = tail_threshold(now, ranks=ranks, step_tokens=step)
     loose = loose_caps(every.max_tokens, hist_cap, hist_out, bound)
-    tail = np.where(loose, first, np.maximum(every.max_tokens, first)) >= bound
+    tail = ~loose & (np.maximum(every.max_tokens, first) >= bound)
     effective = effective_output_lengths(every, seen, hist_out, tree=tree, strata=tail)[h:]
     guard = np.where(loose[h:], np.minimum(r.max_tokens, np.ceil(effective)), r.max_tokens)
     return Lengths(mean, effective, guard), cold

@@ -182,6 +182,34 @@ def test_long_outputs_in_the_history_do_not_lift_requests_that_may_not_decode_th
     assert np.all(np.abs(est.effective[50:] - 16_000) < 200)
 
 
+def test_a_cap_the_history_shows_to_be_loose_is_no_tail_bound():
+    """Chats capped at 4096 that the history shows decoding 30-50 tokens are planned at their estimates, not
+    guarded at 4096 as tail (BENCHMARKS.md, session 21); the long generations' 20,000 stays their bound, and
+    so does a cap that fewer than MIN_CAP_SAMPLES observations cover."""
+    from scheduler.blend import _lengths
+    from scheduler.planner.estimate import MIN_CAP_SAMPLES
+
+    model = MODELS["llama-3.1-8b"]
+    prompt = lambda i: np.array([70_000 + i, 5, 6, 7], dtype="<i4").tobytes()
+
+    def lengths(chat_samples: int):
+        out = np.array([30.0, 40.0, 50.0] * 13 + [16_000.0, 15_000.0, 17_000.0])[-(chat_samples + 3):]
+        cap = np.array([4096.0] * chat_samples + [20_000.0] * 3)
+        hist = [prompt(i) for i in range(len(out))]
+        mt = np.array([4096] * 50 + [20_000] * 10, dtype=np.int64)
+        prompts = [prompt(1000 + i) for i in range(60)]
+        r = Round(model.name, np.arange(1, 61), np.ones(60, dtype=bool), np.zeros(60, dtype=np.int64),
+                  np.arange(60), np.full(60, time.time() + 86_400.0), mt, prompts, (hist, out, cap),
+                  [("w1", "vllm", 400_000, None)])
+        return _lengths(r, 1, 2048)[0]
+
+    est = lengths(39)
+    assert np.all(est.bound[:50] <= 60) and np.all(est.bound[:50] >= est.effective[:50])
+    assert np.all(est.bound[50:] == 20_000)
+    few = lengths(MIN_CAP_SAMPLES - 1)
+    assert np.all(few.bound[:50] == 4096) and np.all(few.bound[50:] == 20_000)
+
+
 def test_a_heavy_tail_behind_a_prefix_is_planned_as_the_memory_it_holds():
     """The blend plans on effective lengths: behind A the mean (208 tokens) would make A the compute-dense band
     and B (400) the memory-dense one, while A's expected KV reads per request are ~7x B's. The dual scan's

@@ -165,7 +165,10 @@ def loose_caps(max_tokens: np.ndarray, sampled_caps: np.ndarray, observed: np.nd
     its estimate; a cap whose samples do run long (a captioning job's 20000), or
     that too few samples cover, stays a bound. A rare long output behind a loose
     cap costs at most its own length once; guarding thousands of short ones at
-    their caps costs the whole run's pacing.
+    their caps costs the whole run's pacing. Such requests are not the tail
+    either when a first estimate mixes in the long samples (chats without a
+    shared prefix learn from the root, where the video descriptions are): their
+    own samples say short, so they are estimated among the short-bound class.
     """
     caps, inverse = np.unique(np.asarray(max_tokens), return_inverse=True)
     sampled_caps = np.asarray(sampled_caps)

@@ -94,7 +94,7 @@ def _blendserve_estimated(w: Workload, model: ModelProfile, hw: HardwareProfile,
     if SPLIT_TAIL_SAMPLES:
         bound = tail_threshold(Workload(w.tokens, w.offsets, w.max_tokens, est), step_tokens=config.step_tokens)
         loose = loose_caps(w.max_tokens, w.max_tokens[sample], true[sample], bound)
-        tail = np.where(loose, est, np.maximum(w.max_tokens, est)) >= bound
+        tail = ~loose & (np.maximum(w.max_tokens, est) >= bound)
         est = effective_output_lengths(w, sample, true[sample], tree=tree, strata=tail)
         guard = np.where(loose, np.minimum(w.max_tokens, np.ceil(est)), w.max_tokens)
     del tree

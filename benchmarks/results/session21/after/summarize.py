@@ -1,9 +1,10 @@
 """Table: BlendServe after the change against the best other order (baselines from the blind runs, where
 BlendServe alone was rerun) and against BlendServe before it. Run from the repository root."""
 import json
+import sys
 from pathlib import Path
 
-HERE = Path(__file__).parent
+HERE = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent   # after/ or after2/
 CONFIGS = [("nanoflow", "budget"), ("sequential", "budget"), ("nanoflow", "balanced")]
 
 
@@ -21,7 +22,7 @@ for overlap, fill in CONFIGS:
         after = load(now)
         if name.startswith("mix"):
             folder = "blind_sim" if name[-1] in "ABC" else "blind_sim2"
-            base = load(HERE.parent / folder / f"{name}_{overlap}_{fill}.json")
+            base = load(Path(__file__).parent.parent / folder / f"{name}_{overlap}_{fill}.json")
             before = base["blendserve"]["fraction_of_optimal"]
         else:
             base, before = after, None
