@@ -42,8 +42,8 @@ from sqlalchemy.orm import Session
 
 from core.models import Request
 from scheduler.planner import (HARDWARE, HardwareProfile, ModelProfile, PrefixTree, Workload,
-                               effective_output_lengths, estimate_output_lengths, loose_caps, plan, tail_threshold,
-                               warmup_sample)
+                               effective_output_lengths, estimate_output_lengths, plan, tail_split_lengths,
+                               tail_threshold, warmup_sample)
 from scheduler.planner.perf import comp_time, mem_time
 from scheduler.planner.plan import STEP_TOKENS
 from scheduler.planning import Piece, Round
@@ -105,11 +105,8 @@ def _lengths(r: Round, ranks: int, step: int) -> tuple[Lengths, np.ndarray]:
     start = every.offsets[h]                       # the round's own requests, as a view of `every`
     now = Workload(every.tokens[start:], every.offsets[h:] - start, r.max_tokens, first[h:])
     bound = tail_threshold(now, ranks=ranks, step_tokens=step)
-    loose = loose_caps(every.max_tokens, hist_cap, hist_out, bound)
-    tail = ~loose & (np.maximum(every.max_tokens, first) >= bound)
-    effective = effective_output_lengths(every, seen, hist_out, tree=tree, strata=tail)[h:]
-    guard = np.where(loose[h:], np.minimum(r.max_tokens, np.ceil(effective)), r.max_tokens)
-    return Lengths(mean, effective, guard), cold
+    effective, guard = tail_split_lengths(every, seen, hist_out, first, bound, tree)
+    return Lengths(mean, effective[h:], guard[h:]), cold
 
 
 class BlendServe:

@@ -170,11 +170,26 @@ def loose_caps(max_tokens: np.ndarray, sampled_caps: np.ndarray, observed: np.nd
     shared prefix learn from the root, where the video descriptions are): their
     own samples say short, so they are estimated among the short-bound class.
     """
-    caps, inverse = np.unique(np.asarray(max_tokens), return_inverse=True)
-    sampled_caps = np.asarray(sampled_caps)
-    at = np.minimum(np.searchsorted(caps, sampled_caps), max(len(caps) - 1, 0))
-    known = caps[at] == sampled_caps if len(caps) else np.zeros(len(sampled_caps), dtype=bool)
-    count = np.bincount(at[known], minlength=len(caps))
-    long = np.bincount(at[known], weights=(np.asarray(observed, dtype=np.float64)[known] >= threshold),
-                       minlength=len(caps))
-    return ((count >= MIN_CAP_SAMPLES) & (long < LONG_SHARE * count))[inverse.reshape(-1)]
+    n = len(max_tokens)
+    _, cls = np.unique(np.concatenate([np.asarray(max_tokens), np.asarray(sampled_caps)]), return_inverse=True)
+    cls = cls.reshape(-1)
+    count = np.bincount(cls[n:], minlength=cls.max(initial=-1) + 1)
+    long = np.bincount(cls[n:], weights=np.asarray(observed, dtype=np.float64) >= threshold, minlength=len(count))
+    return ((count >= MIN_CAP_SAMPLES) & (long < LONG_SHARE * count))[cls[:n]]
+
+
+def tail_split_lengths(workload: Workload, sampled: np.ndarray, observed: np.ndarray, first: np.ndarray,
+                       threshold: float, tree: PrefixTree) -> tuple[np.ndarray, np.ndarray]:
+    """Effective lengths with the tail's samples kept apart, and the output bound the plan guards.
+
+    The tail (plan.tail_threshold) is every request whose bound or first
+    estimate reaches `threshold`, except those behind a loose cap (loose_caps);
+    effective_output_lengths then estimates the tail and the rest each from its
+    own samples (strata). The bound is max_tokens, or the estimate where the cap
+    is loose. The simulator's runner and the service (scheduler/blend.py) share it.
+    """
+    cap = workload.max_tokens
+    loose = loose_caps(cap, cap[sampled], observed, threshold)
+    tail = ~loose & (np.maximum(cap, first) >= threshold)
+    effective = effective_output_lengths(workload, sampled, observed, tree=tree, strata=tail)
+    return effective, np.where(loose, np.minimum(cap, np.ceil(effective)), cap)

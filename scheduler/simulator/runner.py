@@ -11,8 +11,8 @@ from typing import Callable
 
 import numpy as np
 
-from scheduler.planner import (PrefixTree, Workload, effective_output_lengths, loose_caps, plan, sharing_ratio,
-                               tail_threshold, warmup_sample)
+from scheduler.planner import (PrefixTree, Workload, effective_output_lengths, plan, sharing_ratio,
+                               tail_split_lengths, tail_threshold, warmup_sample)
 from scheduler.planner.perf import HardwareProfile, ModelProfile
 from scheduler.simulator.engine import EngineConfig, SimResult, output_lengths, simulate
 from scheduler.simulator.optimum import Optimum, engine_bound, ideal, optimum
@@ -93,10 +93,7 @@ def _blendserve_estimated(w: Workload, model: ModelProfile, hw: HardwareProfile,
     guard = w.max_tokens
     if SPLIT_TAIL_SAMPLES:
         bound = tail_threshold(Workload(w.tokens, w.offsets, w.max_tokens, est), step_tokens=config.step_tokens)
-        loose = loose_caps(w.max_tokens, w.max_tokens[sample], true[sample], bound)
-        tail = ~loose & (np.maximum(w.max_tokens, est) >= bound)
-        est = effective_output_lengths(w, sample, true[sample], tree=tree, strata=tail)
-        guard = np.where(loose, np.minimum(w.max_tokens, np.ceil(est)), w.max_tokens)
+        est, guard = tail_split_lengths(w, sample, true[sample], est, bound, tree)
     del tree
     p = plan(Workload(w.tokens, w.offsets, guard, est), model, hw, "blendserve",
              kv_capacity_bytes=kv_bytes, step_tokens=config.step_tokens, step_fill=config.step_fill, seed=seed)
