@@ -204,7 +204,7 @@ class BlendServe:
     def _blend(self, r: Round, idx: np.ndarray, est: Lengths, model: ModelProfile, hw, kv: float | None,
                ranks: int, order: str, step: int) -> list[Piece]:
         wl = _workload([r.prompts[i] for i in idx], r.max_tokens[idx])
-        guarded = Workload(wl.tokens, wl.offsets, est.bound[idx], est.effective[idx])
+        guarded = Workload(wl.tokens, wl.offsets, wl.max_tokens, est.effective[idx], est.bound[idx])
         p = plan(guarded, model, hw, order, kv_capacity_bytes=kv, ranks=ranks, step_tokens=step)
         wl.output_len = est.effective[idx]
         self._estimate(r.model, wl, est.mean[idx], p.sharing_ratio, model, hw, ranks, step)

@@ -120,6 +120,14 @@ def mem_time(p: np.ndarray | float, d: np.ndarray | float, model: ModelProfile, 
     return (p * d + d * d / 2.0) * model.kv_bytes_per_token / hw.bandwidth
 
 
+def idle_step_tokens(model: ModelProfile, hw: HardwareProfile) -> float:
+    """Tokens whose compute fits in the time every step pays however little it computes: the weight read and
+    the step overhead. A lone long decode runs such steps; this many prompt tokens ride in each for free
+    (Llama-3.1-8B on an A100: 153, the GPU's FLOP/s per byte/s of bandwidth for bf16 weights)."""
+    floor = model.weight_bytes() / (hw.weight_bandwidth or hw.bandwidth) + hw.step_overhead
+    return float(floor * hw.flops / (2.0 * model.params))
+
+
 def density(comp: np.ndarray | float, mem: np.ndarray | float, sharing: np.ndarray | float = 0.0):
     """rho = (1 - s) Comp / Mem; infinite when nothing is decoded."""
     comp = np.asarray(comp, dtype=np.float64)

@@ -2,9 +2,11 @@
 
 BlendServe (DESIGN.md section 3): prefix tree -> layer-wise sort by density
 -> conditional node split -> re-sort -> one dual scan with the memory of all
-R ranks -> contiguous pieces of equal estimated time, one per rank. Each
-piece is itself an interleaving of the two DFS streams in the proportion the
-scan chose, so a rank runs it as is. The baselines share the tree (for the
+R ranks -> the long-bound tail placed on the engine's clock -> the finish
+(known-short requests) set apart -> contiguous pieces of equal estimated
+time, one per rank, each ending with its share of the finish. Each piece is
+itself an interleaving of the two DFS streams in the proportion the scan
+chose, so a rank runs it as is. The baselines share the tree (for the
 sharing figure) and the partition.
 """
 from __future__ import annotations
@@ -58,6 +60,7 @@ TAIL_GUARD = True      # move the long-bound tail (below); False leaves the dual
 # 16) or "guard" (tail_guard: each request's position scaled by 1 - bound / fewest steps; kept for A/B runs)
 TAIL_PLACEMENT = "engine_clock"
 TAIL_SHARE = 0.1       # a request whose output bound is at least this share of the compute steps is the tail
+SHORT_SHARE = 1 / 8    # short_finish: a cap at most this share of the longest other cap is known short
 
 
 def _clocks(fresh: np.ndarray, d: np.ndarray, model: perf.ModelProfile, capacity: float,
@@ -209,10 +212,43 @@ def tail_guard(order: np.ndarray, longest: np.ndarray, steps: float) -> np.ndarr
     return order[np.argsort(key, kind="stable")]
 
 
-def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, max_tokens: np.ndarray,
-           model: perf.ModelProfile, capacity: float, split_budget: float, step_tokens: int, ranks: int,
-           balanced: bool, clock: _Clock, stats: dict) -> np.ndarray:
-    """BlendServe's admission order: split, re-sort, then dual scan with `capacity` bytes of KV."""
+def short_finish(order: np.ndarray, cap: np.ndarray, longest: np.ndarray, tokens: np.ndarray, tail_at: float,
+                 ride: float) -> tuple[np.ndarray, np.ndarray]:
+    """Split off the finish: the last requests in order whose max_tokens keeps them short, enough of them
+    to keep the longest output any other request may still decode company.
+
+    Arrays are indexed by request id: cap (the user's max_tokens), longest
+    (the bound engine_clock_tail reads: at or above tail_at, the tail it
+    places), tokens (what a request computes: fresh prompt + output). The
+    engine admits in order, so a request admitted last decodes after the
+    rest has left: a chat capped at 8192 that writes 8000 tokens decodes
+    alone for 8000 steps, each reading all the weights for one token. No
+    estimate names that chat (its siblings average 500 tokens, so its cap
+    is loose and it is not the tail), but its cap bounds the drain: W steps,
+    the longest cap of the rest. Requests capped at W x SHORT_SHARE or less
+    (MMLU's answers under a cap of 256) are known short; W x `ride` tokens of
+    them (ride: the tokens that fit in the weight read of one step of every
+    rank, perf.idle_step_tokens x R) cost nothing in those W steps. Taking
+    more takes the blend's compute-dense partner out of the middle: a block
+    of W full steps cost 3.5% on a prefill-heavy file (BENCHMARKS.md,
+    session 22). The tail is on neither side: engine_clock_tail starts it
+    early on its own clock. Returns (the order without the finish, the
+    finish), both in order; every rank ends with its share of the finish.
+    """
+    rest = longest[order] < tail_at
+    window = float(cap[order][rest].max(initial=0))
+    short = rest & (cap[order] <= SHORT_SHARE * window)
+    work = np.where(short, tokens[order], 0.0)
+    after = np.cumsum(work[::-1])[::-1] - work          # known-short tokens behind each position
+    pick = short & (after < window * ride)
+    return order[~pick], order[pick]
+
+
+def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, bound: np.ndarray, cap: np.ndarray,
+           model: perf.ModelProfile, hw: perf.HardwareProfile, capacity: float, split_budget: float,
+           step_tokens: int, ranks: int, balanced: bool, clock: _Clock, stats: dict) -> tuple[np.ndarray, np.ndarray]:
+    """BlendServe's admission order: split, re-sort, dual scan with `capacity` bytes of KV, the tail placed;
+    returned as (order, finish): the known-short requests every rank ends with (short_finish)."""
     s = split(tree, totals, per_request, budget_fraction=split_budget)
     stats.update(split_cut_nodes=int(len(s.cut)), split_moved_leaves=s.moved_leaves,
                  split_recompute_tokens=float(s.recompute_tokens), split_budget_tokens=float(s.budget_tokens))
@@ -232,21 +268,25 @@ def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, max
     stats["left_fraction"] = float(np.mean(scan.side == 0)) if len(scan.side) else 0.0
     clock.lap("dual_scan")
     order = req[scan.order]
+    fresh_id = np.zeros(len(d), dtype=np.float64)
+    fresh_id[req] = fresh
+    longest = np.maximum(bound.astype(np.float64), d)
+    stats["tail_steps"] = _tail_steps(fresh, d[req], step_tokens * ranks)
     if TAIL_GUARD:
         compute_steps, pool_steps = _clocks(fresh, d[req], model, capacity, step_tokens)
         steps = _fewest_steps(fresh, d[req], model, capacity, step_tokens)
         stats["fewest_steps"] = steps
-        longest = np.maximum(max_tokens.astype(np.float64), d)
         if TAIL_PLACEMENT == "engine_clock":
-            fresh_id = np.zeros(len(d), dtype=np.float64)
-            fresh_id[req] = fresh
-            stats["tail_steps"] = _tail_steps(fresh, d[req], step_tokens * ranks)
             order = engine_clock_tail(order, fresh_id, d, longest, capacity / model.kv_bytes_per_token, step_tokens,
                                       stats["tail_steps"], stretch=balanced or pool_steps > compute_steps)
         else:
             order = tail_guard(order, longest, steps)
         clock.lap("tail_guard")
-    return order
+    order, finish = short_finish(order, cap, longest, fresh_id + d, TAIL_SHARE * stats["tail_steps"],
+                                 perf.idle_step_tokens(model, hw) * ranks)
+    stats["finish_requests"] = len(finish)
+    clock.lap("short_finish")
+    return order, finish
 
 
 def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile, policy: str = "blendserve", *,
@@ -255,7 +295,9 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     """Admission order(s) for the pending requests of one model under `policy`.
 
     Output lengths come from workload.output_len (estimates are fine); where
-    it is None a prior of min(max_tokens, 256) is used. kv_capacity_bytes is
+    it is None a prior of min(max_tokens, 256) is used. The tail is placed at
+    workload.bound (max_tokens where None); BlendServe's pieces end with the
+    requests whose max_tokens keeps them short (short_finish). kv_capacity_bytes is
     one rank's KV memory, by default 90% of the device less the weights.
     step_tokens is the engine's token budget per step (decodes + prefill
     chunk): the blend paces prefills to it. step_fill says how the engine
@@ -278,6 +320,7 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     d = workload.output_len if workload.output_len is not None \
         else np.minimum(workload.max_tokens, PRIOR_OUTPUT_TOKENS).astype(np.float64)
     d = np.minimum(d, workload.max_tokens)
+    bound = workload.max_tokens if workload.bound is None else workload.bound
     comp = perf.comp_time(p, d, model, hw)
     mem = perf.mem_time(p, d, model, hw)
     per_request = (comp, mem, p)
@@ -292,21 +335,27 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     clock.lap("tree")
 
     if policy == "blendserve":
-        order = _blend(tree, totals, per_request, d, workload.max_tokens, model, kv_capacity_bytes * ranks,
-                       split_budget, step_tokens, ranks, step_fill == "balanced", clock, stats)
+        order, finish = _blend(tree, totals, per_request, d, bound, workload.max_tokens, model, hw,
+                               kv_capacity_bytes * ranks, split_budget, step_tokens, ranks, step_fill == "balanced",
+                               clock, stats)
     elif policy == "fcfs":
         order = baselines.fcfs(n)
     elif policy == "dfs":
         order = baselines.dfs(tree)
     else:
         order = baselines.balance(n, seed)
+    if policy != "blendserve":
+        finish = order[:0]
 
-    # Per-request time with the prefix each reuses in this order, for an even cut.
-    reused = shared_prefix_tokens(tree, order)
-    comp_eff = perf.comp_time(p[order] - reused, d[order], model, hw)
-    cuts = partition(comp_eff, mem[order], ranks)
-    pieces = [order[cuts[r]:cuts[r + 1]] for r in range(ranks)]
-    rank_seconds = piece_seconds(comp_eff, mem[order], cuts)
+    # Per-request time with the prefix each reuses in this order, for an even cut of the order and of its finish.
+    full = np.concatenate([order, finish])
+    reused = shared_prefix_tokens(tree, full)
+    comp_eff = perf.comp_time(p[full] - reused, d[full], model, hw)
+    k = len(order)
+    cuts = partition(comp_eff[:k], mem[order], ranks)
+    ends = partition(comp_eff[k:], mem[finish], ranks)
+    pieces = [np.concatenate([order[cuts[r]:cuts[r + 1]], finish[ends[r]:ends[r + 1]]]) for r in range(ranks)]
+    rank_seconds = piece_seconds(comp_eff[:k], mem[order], cuts) + piece_seconds(comp_eff[k:], mem[finish], ends)
     stats["rank_est_seconds"] = rank_seconds.tolist()
     mean = float(rank_seconds.mean()) if n else 0.0
     stats["rank_imbalance"] = float(rank_seconds.max()) / mean - 1.0 if mean > 0 and ranks > 1 else 0.0

@@ -19,6 +19,8 @@ class Workload:
     offsets: np.ndarray                     # int64, len n+1; prompt i is tokens[offsets[i]:offsets[i+1]]
     max_tokens: np.ndarray                  # int32 [n]
     output_len: np.ndarray | None = None    # float64 [n]: known or estimated output lengths (None = unknown)
+    bound: np.ndarray | None = None         # int32 [n]: the output bound the plan guards (None = max_tokens;
+    # estimate.tail_split_lengths lowers it to the estimate where the warm-up shows a cap to be loose)
 
     def __post_init__(self) -> None:
         self.tokens = np.ascontiguousarray(self.tokens, dtype=np.int32)
@@ -26,6 +28,8 @@ class Workload:
         self.max_tokens = np.ascontiguousarray(self.max_tokens, dtype=np.int32)
         if self.output_len is not None:
             self.output_len = np.ascontiguousarray(self.output_len, dtype=np.float64)
+        if self.bound is not None:
+            self.bound = np.ascontiguousarray(self.bound, dtype=np.int32)
         n = len(self.offsets) - 1
         if n < 0 or self.offsets[0] != 0 or self.offsets[-1] != len(self.tokens):
             raise ValueError("offsets must start at 0 and end at len(tokens)")
@@ -35,6 +39,8 @@ class Workload:
             raise ValueError("max_tokens must have one entry per request")
         if self.output_len is not None and len(self.output_len) != n:
             raise ValueError("output_len must have one entry per request")
+        if self.bound is not None and len(self.bound) != n:
+            raise ValueError("bound must have one entry per request")
 
     @property
     def n(self) -> int:

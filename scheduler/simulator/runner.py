@@ -95,7 +95,7 @@ def _blendserve_estimated(w: Workload, model: ModelProfile, hw: HardwareProfile,
         bound = tail_threshold(Workload(w.tokens, w.offsets, w.max_tokens, est), step_tokens=config.step_tokens)
         est, guard = tail_split_lengths(w, sample, true[sample], est, bound, tree)
     del tree
-    p = plan(Workload(w.tokens, w.offsets, guard, est), model, hw, "blendserve",
+    p = plan(Workload(w.tokens, w.offsets, w.max_tokens, est, guard), model, hw, "blendserve",
              kv_capacity_bytes=kv_bytes, step_tokens=config.step_tokens, step_fill=config.step_fill, seed=seed)
     rest = p.order[~np.isin(p.order, sample)]
     return np.concatenate([sample, rest]), p.sharing_ratio

@@ -35,3 +35,11 @@ def test_memory_split_figure6():
 def test_memory_split_clamps_when_both_cursors_on_one_side(rho_l, rho_r, expect_left):
     m_l, m_r = perf.memory_split(10.0, 1.0, rho_l, rho_r)
     assert m_l == pytest.approx(10.0 * expect_left) and m_l + m_r == pytest.approx(10.0)
+
+
+def test_idle_step_tokens_is_the_compute_that_hides_under_a_steps_fixed_cost():
+    llama, a100, cpu = perf.MODELS["llama-3.1-8b"], perf.HARDWARE["a100-80gb"], perf.HARDWARE["cpu"]
+    assert perf.idle_step_tokens(llama, a100) == pytest.approx(a100.flops / a100.bandwidth)     # ~153 tokens
+    # Whatever the engine, those tokens compute in exactly the weight read plus the step overhead.
+    floor = cpu.step_overhead          # the CPU profile folds the weight read into it (weight_bandwidth inf)
+    assert float(perf.comp_time(0, perf.idle_step_tokens(llama, cpu), llama, cpu)) == pytest.approx(floor)

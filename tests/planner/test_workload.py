@@ -23,6 +23,7 @@ def test_scalar_max_tokens_broadcasts_and_output_len_may_be_unknown():
     dict(tokens=[1, 2], offsets=[0, 2, 1, 2], max_tokens=[1, 1, 1]),  # decreasing
     dict(tokens=[1, 2], offsets=[0, 2], max_tokens=[1, 1]),       # wrong max_tokens length
     dict(tokens=[1, 2], offsets=[0, 2], max_tokens=[1], output_len=[1, 2]),
+    dict(tokens=[1, 2], offsets=[0, 2], max_tokens=[1], bound=[1, 1]),
 ])
 def test_inconsistent_arrays_are_rejected(kwargs):
     with pytest.raises(ValueError):
