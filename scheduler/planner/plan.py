@@ -334,6 +334,7 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     stats["sharing_dfs"] = float(totals.sharing[0]) if n else 0.0
     clock.lap("tree")
 
+    finish = np.zeros(0, dtype=np.int64)     # BlendServe's known-short requests, a share at the end of each rank
     if policy == "blendserve":
         order, finish = _blend(tree, totals, per_request, d, bound, workload.max_tokens, model, hw,
                                kv_capacity_bytes * ranks, split_budget, step_tokens, ranks, step_fill == "balanced",
@@ -344,8 +345,6 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
         order = baselines.dfs(tree)
     else:
         order = baselines.balance(n, seed)
-    if policy != "blendserve":
-        finish = order[:0]
 
     # Per-request time with the prefix each reuses in this order, for an even cut of the order and of its finish.
     full = np.concatenate([order, finish])
