@@ -232,3 +232,30 @@ def test_a_heavy_tail_behind_a_prefix_is_planned_as_the_memory_it_holds():
     reads_a = float(np.mean(mem_time(80.0, np.array([8] * 19 + [4000], dtype=np.float64), model, hw)))
     reads_b = float(mem_time(80.0, 400.0, model, hw))
     assert est.memory_s == pytest.approx(50 * reads_a + 50 * reads_b, rel=1e-6)
+
+
+def test_every_rank_of_the_service_plan_ends_with_the_requests_their_caps_keep_short():
+    """Chats capped at 4096 that the history shows decoding 1-2 tokens (a loose cap: planned at their estimates)
+    beside few-shot questions capped at 16, on two workers: each rank ends with its share of the questions
+    (plan.short_finish), because the service hands the planner the users' caps apart from the bounds it
+    guards (Workload.bound). Without the finish the first rank's piece is chats only."""
+    model = MODELS["llama-3.1-8b"]
+    policy = BlendServe({}, hardware="a100-80gb")
+    policy.profiles[model.name] = model
+    chat = lambda i: np.concatenate([[60_000, 61_000 + i], np.arange(3000)]).astype("<i4").tobytes()
+    question = lambda i: np.concatenate([np.arange(200), [70_000 + i] * 800]).astype("<i4").tobytes()
+    hist = [chat(i) for i in range(20)] + [question(i) for i in range(20)]
+    out = np.array([1.0, 2.0] * 10 + [10.0, 12.0, 14.0, 12.0] * 5)
+    hist_cap = np.array([4096.0] * 20 + [16.0] * 20)
+    prompts = [chat(100 + i) for i in range(200)] + [question(100 + i) for i in range(200)]
+    mt = np.array([4096] * 200 + [16] * 200, dtype=np.int64)
+    n = len(prompts)
+    workers = [("w1", "vllm", 400_000, None), ("w2", "vllm", 400_000, None)]
+    r = Round(model.name, np.arange(1, n + 1), np.ones(n, dtype=bool), np.zeros(n, dtype=np.int64), np.arange(n),
+              np.full(n, time.time() + 86_400.0), mt, prompts, (hist, out, hist_cap), workers)
+    pieces = policy.pieces(r)
+    assert sorted(np.concatenate([pc.order for pc in pieces]).tolist()) == list(range(n))
+    assert [pc.rank for pc in pieces] == [0, 1]
+    for pc in pieces:
+        last_chat = int(np.flatnonzero(pc.order < 200).max())
+        assert last_chat < len(pc.order) - 1 and (pc.order[last_chat + 1:] >= 200).all()
