@@ -9,6 +9,11 @@ import pytest
 from tests.live import Deployment, pg_schema_url
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# One torch thread per CPU engine in the tests' deployments: an API, schedulers and up to three
+# workers share the machine's cores (two in CI, beside the vLLM install), and an OpenMP team that
+# spins while another process holds its core stalls every op (test_short_chaos[postgresql]: 86 s
+# on two threads, 34 s on one, on 2 cores). The product keeps its default: all cores, one worker.
+os.environ.setdefault("BLENDSERVE_CPU_THREADS", "1")
 TINY = "tiny-llama"
 
 
