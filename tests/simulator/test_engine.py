@@ -143,6 +143,23 @@ def test_t_star_adds_the_weight_reads_of_the_fewest_steps(small_workload):
     assert star.tokens_per_s < base.tokens_per_s
 
 
+def test_optimum_computes_what_a_dfs_run_with_room_computes(small_workload):
+    """The optimum's compute is the simulator's: sharing saves prompt tokens, and every output token is computed.
+
+    A DFS order on an engine whose pool never evicts reaches s_DFS exactly, so
+    its compute seconds are the least any order can have; the optimum's
+    compute must be that figure, not below it (it was, by s_DFS of the output
+    tokens, until session 23).
+    """
+    w = small_workload
+    s = dfs_sharing_ratio(w)
+    config = EngineConfig(kv_capacity_tokens=int(w.prompt_lens().sum() + output_lengths(w).sum()) * 2)
+    r = simulate(w, _orders(w)["grouped"], MODEL, GPU, config)
+    assert r.preemptions == 0 and r.sharing_ratio == pytest.approx(s, abs=1e-12)
+    assert s > 0.1 and output_lengths(w).sum() > 0.05 * w.prompt_lens().sum()   # a wrong discount would show
+    assert optimum(w, MODEL, GPU, s, config).t_fresh == pytest.approx(r.comp_seconds, rel=1e-9)
+
+
 def test_utilisation_never_exceeds_efficiency(small_workload):
     r = simulate(small_workload, np.arange(small_workload.n), MODEL, GPU)
     _, cu, mu = r.timeline.utilisation(50)
