@@ -62,8 +62,8 @@ def _model(spec: str | None) -> tuple[str, Path]:
 
 def load(file: Path, endpoint: str, name: str, path: Path):
     """The file's requests as a planner Workload (prompt ids, max_tokens) and their bodies, or the line errors."""
-    from scheduler.planner import Workload
     from core.bodies import model_info
+    from scheduler.planner import Workload
     from scheduler.validation import LineError, context_error, tokenize, validate
 
     info = model_info(name, path)

@@ -8,9 +8,10 @@ that one path accepts the other accepts too.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 PROMPT_KEYS = ("messages", "prompt")   # what a row does not copy: it stays in the input file
 SPECIAL_MARGIN = 2      # tokens a tokenizer may add beyond the text's bytes (BOS, a SentencePiece space)

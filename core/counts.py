@@ -7,7 +7,7 @@ status guard of each write decides; a row finished twice is counted once).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 
 class FileStore:
@@ -20,7 +21,7 @@ class FileStore:
     def path(self, file_id: str) -> Path:
         return self.root / file_id
 
-    def open_writer(self, file_id: str) -> "AtomicWriter":
+    def open_writer(self, file_id: str) -> AtomicWriter:
         return AtomicWriter(self.path(file_id))
 
     def open(self, file_id: str) -> BinaryIO:
@@ -75,7 +76,7 @@ class AtomicWriter:
         self.f.close()
         self.tmp.unlink(missing_ok=True)
 
-    def __enter__(self) -> "AtomicWriter":
+    def __enter__(self) -> AtomicWriter:
         return self
 
     def __exit__(self, exc_type, *_) -> None:

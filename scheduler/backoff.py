@@ -7,7 +7,7 @@ raises, and must not retry the failing one five times a second; after
 from __future__ import annotations
 
 import time
-from typing import Hashable
+from collections.abc import Hashable
 
 
 class Backoff:

@@ -32,18 +32,28 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.models import Request
-from scheduler.planner import (HARDWARE, HardwareProfile, ModelProfile, PrefixTree, Workload,
-                               effective_output_lengths, estimate_output_lengths, plan, tail_split_lengths,
-                               tail_threshold, warmup_sample)
+from scheduler.planner import (
+    HARDWARE,
+    HardwareProfile,
+    ModelProfile,
+    PrefixTree,
+    Workload,
+    effective_output_lengths,
+    estimate_output_lengths,
+    plan,
+    tail_split_lengths,
+    tail_threshold,
+    warmup_sample,
+)
 from scheduler.planner.perf import comp_time, mem_time
 from scheduler.planner.plan import STEP_TOKENS
 from scheduler.planning import Piece, Round

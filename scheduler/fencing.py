@@ -11,8 +11,8 @@ on SQLite every write transaction holds the database's write lock anyway.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from sqlalchemy import Engine, update
 from sqlalchemy.orm import Session, sessionmaker

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import orjson
@@ -30,8 +30,16 @@ from core import counts
 from core.config import Settings
 from core.models import Batch, File, Request
 from core.storage import FileStore
-from scheduler.validation import (MAX_ERRORS, LineError, ModelInfo, ValidRequest, context_error, read_body, tokenize,
-                                  validate)
+from scheduler.validation import (
+    MAX_ERRORS,
+    LineError,
+    ModelInfo,
+    ValidRequest,
+    context_error,
+    read_body,
+    tokenize,
+    validate,
+)
 
 log = logging.getLogger("blendserve.scheduler")
 

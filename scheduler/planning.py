@@ -68,7 +68,7 @@ class Round:
     # live (id, engine, kv tokens, hardware profile or None)
     workers: list[tuple[str, str, int, str | None]] = field(default_factory=list)
 
-    def take(self, idx: np.ndarray) -> "Round":
+    def take(self, idx: np.ndarray) -> Round:
         """The same round over a subset of its requests (one priority class)."""
         return Round(self.model, self.ids[idx], self.fresh[idx], self.batch_rank[idx], self.line[idx],
                      self.expires_at[idx], self.max_tokens[idx],

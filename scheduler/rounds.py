@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
@@ -34,7 +33,7 @@ class RoundEstimate:
     prefill_tokens: float = 0.0       # prompt tokens the plan expects to compute (not served by the prefix cache)
     decode_tokens: float = 0.0
 
-    def add(self, other: "RoundEstimate") -> None:
+    def add(self, other: RoundEstimate) -> None:
         for f in ("seconds", "compute_s", "memory_s", "prefill_tokens", "decode_tokens"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
 

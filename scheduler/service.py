@@ -33,10 +33,9 @@ from core.migrate import upgrade
 from core.models import Lease
 from core.served import model_paths
 from core.storage import FileStore
-from scheduler import intake, lifecycle, planning, priority
+from scheduler import intake, lifecycle, planning, priority, retention
 from scheduler.backoff import Backoff
 from scheduler.fencing import FencedSessions, LostLease
-from scheduler import retention
 
 log = logging.getLogger("blendserve.scheduler")
 

@@ -15,13 +15,23 @@ per-request context_length_exceeded error there, never a wrong answer.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import orjson
 
-from core.bodies import (PROMPT_KEYS, SPECIAL_MARGIN, BodyError, ModelInfo, check_int, check_messages, check_sampling,
-                         tokenize, utf8_len)
+from core.bodies import (
+    PROMPT_KEYS,
+    SPECIAL_MARGIN,
+    BodyError,
+    ModelInfo,
+    check_int,
+    check_messages,
+    check_sampling,
+    tokenize,
+    utf8_len,
+)
 
 MAX_ERRORS = 100
 

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, Iterator, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool

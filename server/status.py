@@ -25,8 +25,8 @@ from types import SimpleNamespace
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
-from core.jobs import BatchStats
 from core.counts import FIELDS
+from core.jobs import BatchStats
 from core.models import Batch, BatchCount
 from server.errors import check_id, not_found
 from server.serialize import batch_obj

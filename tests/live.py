@@ -67,7 +67,7 @@ class Deployment:
         self.procs[name], self.roles[name] = p, role
         return p
 
-    def start_all(self) -> "Deployment":
+    def start_all(self) -> Deployment:
         for role in ROLES:
             self.start(role)
         self.wait_ready()

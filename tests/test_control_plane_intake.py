@@ -6,7 +6,6 @@ from __future__ import annotations
 from sqlalchemy import select, text, update
 
 from core.models import Batch, Request
-
 from scheduler import intake
 from scheduler.service import Scheduler
 from tests.conftest import TINY

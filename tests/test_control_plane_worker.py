@@ -71,6 +71,7 @@ def test_the_echo_engine_asks_only_when_the_epoch_moved():
 def test_every_engine_takes_the_epoch():
     """The worker always passes `cancel_epoch` (Engine.generate), so every engine must accept it."""
     import inspect
+
     from worker.engines.cpu.engine import CpuEngine
     from worker.engines.sglang import SGLangEngine
     from worker.engines.vllm import VllmEngine

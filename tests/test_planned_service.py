@@ -14,7 +14,6 @@ from scheduler.blend import BlendServe
 from scheduler.planner import MODELS
 from scheduler.planner.perf import HARDWARE, mem_time
 from scheduler.planning import Round
-
 from tests.conftest import TINY
 from tests.live import jsonl, read_lines, wait_batch
 

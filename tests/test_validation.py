@@ -6,16 +6,18 @@ import json
 import time
 
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from sqlalchemy import select
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
+from core.bodies import model_info
 from core.config import Settings
 from core.db import make_engine, make_sessionmaker
 from core.migrate import upgrade
 from core.models import Batch, File, Request
 from core.storage import FileStore
 from scheduler import intake
-from core.bodies import model_info
 from scheduler.validation import LineError, ValidRequest, tokenize, validate
 
 CHAT = "/v1/chat/completions"

@@ -48,11 +48,12 @@ import random
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 from sqlalchemy import select, update
@@ -193,7 +194,7 @@ def _shared(sessions: sessionmaker[Session]) -> tuple[_LiveBatches, _Claims]:
         return _SHARED[key]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _tokenizer_side(model: str, path: Path) -> tuple[ModelInfo, Any]:
     """The model's ModelInfo and tokenizer, loaded once per process: the ranks of a process share them
     (each rank loaded the tokenizer twice before, 128 loads at start for 64 echo ranks, which under

@@ -6,8 +6,8 @@ input_length locate the line in the input file; an index finds a batch's queued 
 Revision ID: 0003
 Revises: 0002
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0003"
 down_revision = "0002"

@@ -4,8 +4,8 @@ indexes that keep done chunks (history) out of the planner's queries
 Revision ID: 0006
 Revises: 0004
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0006"
 down_revision = "0005"

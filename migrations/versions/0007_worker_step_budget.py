@@ -5,8 +5,8 @@ The planner paces a blend to it (scheduler/blend.py).
 Revision ID: 0007
 Revises: 0004
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0007"
 down_revision = "0006"

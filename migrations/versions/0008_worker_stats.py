@@ -6,8 +6,8 @@ So one scrape of the API (/metrics, /dashboard) sees figures that live in the wo
 Revision ID: 0008_worker_stats
 Revises: 0007
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0008_worker_stats"
 down_revision = "0007"

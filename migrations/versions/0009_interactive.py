@@ -7,8 +7,8 @@ batch work to the rest of the worker's step budget.
 Revision ID: 0009_interactive
 Revises: 0008_worker_stats
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0009_interactive"
 down_revision = "0008_worker_stats"

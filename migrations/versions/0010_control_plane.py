@@ -4,8 +4,8 @@ batch read a few rows instead of aggregating its request rows; backfilled from e
 Revision ID: 0010_control_plane
 Revises: 0009_interactive
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0010_control_plane"
 down_revision = "0009_interactive"

@@ -6,8 +6,8 @@ a CPU is not an H100.
 Revision ID: 0011_worker_hardware
 Revises: 0010_control_plane
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0011_worker_hardware"
 down_revision = "0010_control_plane"

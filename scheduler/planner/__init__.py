@@ -5,8 +5,7 @@ orders; warmup_sample() and estimate_output_lengths() (or effective_output_lengt
 whose lengths carry the expected KV reads of heavy-tailed subtrees) supply
 the output lengths it needs; sharing_ratio() scores any order's prefix reuse.
 """
-from .estimate import (effective_output_lengths, estimate_output_lengths, loose_caps, tail_split_lengths,
-                       warmup_sample)
+from .estimate import effective_output_lengths, estimate_output_lengths, loose_caps, tail_split_lengths, warmup_sample
 from .perf import HARDWARE, MODELS, HardwareProfile, ModelProfile
 from .plan import POLICIES, STEP_FILLS, Plan, plan, tail_threshold
 from .sharing import sharing_ratio

@@ -37,9 +37,9 @@ class HardwareProfile:
     attention_flops: float | None = None
 
     @classmethod
-    def from_step_costs(cls, name: str, model: "ModelProfile", *, fixed: float, per_token: float,
+    def from_step_costs(cls, name: str, model: ModelProfile, *, fixed: float, per_token: float,
                         per_position: float, per_pair: float = 0.0, per_sequence: float = 0.0,
-                        per_cached_chunk: float = 0.0, memory_bytes: float = 24e9) -> "HardwareProfile":
+                        per_cached_chunk: float = 0.0, memory_bytes: float = 24e9) -> HardwareProfile:
         """The profile whose simulated step (sequential overlap, efficiency 1) costs exactly
         fixed + per_token x tokens + per_position x KV positions decodes read + per_pair x prefill
         attention pairs (c (s + c/2) for a c-token chunk from position s) + per_sequence x decodes +
@@ -69,7 +69,7 @@ class ModelProfile:
         return self.params * 2.0
 
     @classmethod
-    def from_config(cls, path: str | Path, name: str | None = None) -> "ModelProfile":
+    def from_config(cls, path: str | Path, name: str | None = None) -> ModelProfile:
         """Read an HF config.json (a file or a model directory)."""
         p = Path(path)
         if p.is_dir():

@@ -49,12 +49,12 @@ class PrefixTree:
         return self.last - self.first + 1
 
     @classmethod
-    def build(cls, workload: Workload) -> "PrefixTree":
+    def build(cls, workload: Workload) -> PrefixTree:
         order, lcp = sort_prompts(workload.tokens, workload.offsets)
         return cls.from_sorted(order, lcp, workload.prompt_lens()[order])
 
     @classmethod
-    def from_sorted(cls, order: np.ndarray, lcp: np.ndarray, sorted_lens: np.ndarray) -> "PrefixTree":
+    def from_sorted(cls, order: np.ndarray, lcp: np.ndarray, sorted_lens: np.ndarray) -> PrefixTree:
         """Build from a lexicographic order, its LCP array and the sorted prompt lengths.
 
         Boundary b (1..n-1) sits between leaves b-1 and b with value lcp[b];
@@ -147,7 +147,7 @@ class NodeTotals:
         return perf.density(self.comp, self.mem, self.sharing)
 
     @classmethod
-    def annotate(cls, tree: PrefixTree, comp: np.ndarray, mem: np.ndarray, prompt_lens: np.ndarray) -> "NodeTotals":
+    def annotate(cls, tree: PrefixTree, comp: np.ndarray, mem: np.ndarray, prompt_lens: np.ndarray) -> NodeTotals:
         return cls(tree.subtree_sum(comp), tree.subtree_sum(mem), tree.subtree_sum(prompt_lens),
                    tree.shared_tokens(), tree.count.astype(np.float64))
 

@@ -7,8 +7,8 @@ a token, a Python list of ints ~36.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -56,7 +56,7 @@ class Workload:
         prompts: Sequence[Sequence[int]],
         max_tokens: Sequence[int] | np.ndarray | int,
         output_len: Sequence[float] | np.ndarray | None = None,
-    ) -> "Workload":
+    ) -> Workload:
         """Build from one token-id list per request (tests, small callers)."""
         lens = np.fromiter((len(p) for p in prompts), dtype=np.int64, count=len(prompts))
         offsets = np.zeros(len(prompts) + 1, dtype=np.int64)

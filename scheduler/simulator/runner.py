@@ -6,13 +6,21 @@ CLI and the benchmarks both call run_workload so they measure the same thing.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
-from scheduler.planner import (PrefixTree, Workload, effective_output_lengths, plan, sharing_ratio,
-                               tail_split_lengths, tail_threshold, warmup_sample)
+from scheduler.planner import (
+    PrefixTree,
+    Workload,
+    effective_output_lengths,
+    plan,
+    sharing_ratio,
+    tail_split_lengths,
+    tail_threshold,
+    warmup_sample,
+)
 from scheduler.planner.perf import HardwareProfile, ModelProfile
 from scheduler.simulator.engine import EngineConfig, SimResult, output_lengths, simulate
 from scheduler.simulator.optimum import Optimum, engine_bound, ideal, optimum

@@ -127,7 +127,7 @@ class _Stream:
             out[has[repeat]] = self.pool_lens[self.prefix_id[has[repeat]]]
         return out
 
-    def head(self, k: int) -> "_Stream":
+    def head(self, k: int) -> _Stream:
         return _Stream(self.kind, self.prefix_id[:k], self.pool_lens, self.suffix[:k], self.output[:k])
 
 

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import select, update
 
+from core.ids import new_id
 from core.jobs import batch_stats
 from core.models import Batch
-from core.ids import new_id
 from server.deps import OwnerDep, SessionDep, StateDep, read
 from server.errors import APIError, check_id, not_found
 from server.expiry import ExpiresAfter

@@ -22,8 +22,8 @@ from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel
 from sqlalchemy import select
 
-from server import dashboard
 from core.models import Batch
+from server import dashboard
 from server.deps import StateDep, owner_of_key
 
 router = APIRouter(tags=["dashboard"])

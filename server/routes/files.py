@@ -15,7 +15,7 @@ from server.deps import OwnerDep, SessionDep, StateDep, read
 from server.errors import APIError, check_id, not_found
 from server.expiry import expires_at, form_expires_after
 from server.pagination import after_cursor
-from server.schemas import ERRORS, FileDeleted, FileList, FileObject, UPLOAD_BODY
+from server.schemas import ERRORS, UPLOAD_BODY, FileDeleted, FileList, FileObject
 from server.serialize import file_obj, page
 from server.upload import receive_upload
 

@@ -6,7 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 _THREADS_PROBE = """
 import os, sys, threading
 from pathlib import Path

@@ -97,7 +97,7 @@ def test_switch_reads_the_environment_and_configures_vllm_and_sglang(monkeypatch
     assert spec.vllm() == {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 2,
                            "prompt_lookup_max": 3}
     assert spec.sglang() == {"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 5}
-    from worker.engines.vllm import VllmOptions   # vLLM itself is not needed to build its arguments
+    from worker.engines.vllm import VllmOptions  # vLLM itself is not needed to build its arguments
 
     args = VllmOptions.from_env().engine_args(Path("/m"), "m")
     assert args["speculative_config"]["method"] == "ngram"

@@ -1,6 +1,7 @@
 """The vectorised primitives against plain loops."""
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.planner.arrayops import RangeMin, next_smaller, path_sum, prev_smaller, ragged_arange
 

@@ -1,6 +1,7 @@
 """Dual scan: a permutation made of two DFS streams, each within its memory share."""
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.planner import perf
 from scheduler.planner.dualscan import dual_scan

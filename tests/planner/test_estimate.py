@@ -1,6 +1,7 @@
 """Warm-up sampling and output-length estimates per prefix subtree."""
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.planner.estimate import effective_output_lengths, estimate_output_lengths, loose_caps, warmup_sample
 from scheduler.planner.tree import PrefixTree

@@ -1,7 +1,8 @@
 from itertools import combinations_with_replacement
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.planner.partition import partition, piece_seconds
 

@@ -1,7 +1,8 @@
 """plan(): every policy yields a permutation; ranks partition it; BlendServe keeps DFS sharing."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.planner import POLICIES, plan, sharing_ratio
 from scheduler.planner.tree import PrefixTree

@@ -1,5 +1,6 @@
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.planner.sharing import shared_prefix_tokens, sharing_ratio
 from scheduler.planner.tree import PrefixTree

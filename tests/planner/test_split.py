@@ -1,6 +1,7 @@
 """Conditional node split: budget, structure and totals after cutting."""
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.planner.sharing import shared_prefix_tokens
 from scheduler.planner.split import split

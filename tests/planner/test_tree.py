@@ -1,6 +1,7 @@
 """The prefix tree: exact sort, LCP intervals, subtree totals, and DFS layout."""
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.planner.lexsort import sort_prompts
 from scheduler.planner.tree import NodeTotals, PrefixTree, layout

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import TINY
 from tests.live import chat_lines, jsonl, read_lines, wait_batch

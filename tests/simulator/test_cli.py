@@ -92,9 +92,9 @@ def test_dfs_keeps_the_better_direction_and_overlap_is_reported(capsys):
     import json
 
     from scheduler.planner import plan
+    from scheduler.planner.workload import Workload
     from scheduler.simulator import workloads
     from scheduler.simulator.engine import EngineConfig, output_lengths, simulate
-    from scheduler.planner.workload import Workload
     from tests.simulator.conftest import GPU, MODEL
 
     assert main(["--workload", "trace3", "--requests", "3000", "--policies", "dfs", "--overlap", "sequential",

@@ -6,10 +6,9 @@ from pathlib import Path
 import pytest
 
 from core.modelstore import load_tokenizer
+from tests.vllm.conftest import OPTIONS
 from worker.engines.base import GenRequest, GenResult, SamplingParams
 from worker.engines.vllm import VllmEngine
-
-from tests.vllm.conftest import OPTIONS
 
 pytest.importorskip("vllm", reason="vllm is not installed in this interpreter (scripts/setup_vllm.sh installs it)")
 

@@ -8,8 +8,9 @@ cancelled while they waited. CPU, SGLang and vLLM engines all implement this.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Literal, Protocol
+from typing import Literal, Protocol
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import os
 import random
 import time
 from collections import OrderedDict
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from worker.engines.base import EngineStats, GenRequest, GenResult
 

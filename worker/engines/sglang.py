@@ -22,8 +22,8 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from worker.engines.base import EngineStats, GenRequest, GenResult, device_profile
 from worker.engines.speculative import SpecConfig

@@ -35,7 +35,7 @@ class SpecConfig:
     max_running: int = DEFAULT_MAX_RUNNING
 
     @classmethod
-    def from_env(cls, default: str = "off") -> "SpecConfig":
+    def from_env(cls, default: str = "off") -> SpecConfig:
         env = os.environ.get
         method = (env("BLENDSERVE_SPECULATIVE") or default).strip().lower()
         if method in ("0", "false", "no", "none", ""):

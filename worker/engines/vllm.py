@@ -26,9 +26,9 @@ module unless it is a package's ``__main__`` (``python -m blendserve``,
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from worker.engines.base import EngineStats, GenRequest, GenResult, device_profile
 from worker.engines.speculative import SpecConfig
@@ -60,7 +60,7 @@ class VllmOptions:
     speculative: SpecConfig = SpecConfig()
 
     @classmethod
-    def from_env(cls) -> "VllmOptions":
+    def from_env(cls) -> VllmOptions:
         env = os.environ.get
         return cls(
             max_num_seqs=int(env("BLENDSERVE_VLLM_MAX_NUM_SEQS", cls.max_num_seqs)),

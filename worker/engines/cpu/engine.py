@@ -17,8 +17,8 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import torch
 

@@ -19,10 +19,9 @@ would do the same but advise huge pages, and then touching one block maps
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
 import mmap
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F

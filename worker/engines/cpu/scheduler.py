@@ -42,8 +42,9 @@ Shaped after vLLM V1's scheduler (there is no separate prefill or decode phase):
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from worker.engines.cpu.block_manager import BlockManager, block_hash
 
