@@ -68,15 +68,15 @@ def _slow_loads(raw: bytes) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise BodyError("invalid_utf8", "The line is not valid UTF-8.")
+        raise BodyError("invalid_utf8", "The line is not valid UTF-8.") from None
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
-        raise BodyError("invalid_json_line", f"The line is not valid JSON: {e.msg}.")
+        raise BodyError("invalid_json_line", f"The line is not valid JSON: {e.msg}.") from None
     try:
         json.dumps(obj, ensure_ascii=False).encode()
     except UnicodeEncodeError:
-        raise BodyError("invalid_value", "The line holds an unpaired UTF-16 surrogate escape (\\ud800-\\udfff).")
+        raise BodyError("invalid_value", "The line holds an unpaired UTF-16 surrogate escape (\\ud800-\\udfff).") from None
     return obj
 
 
@@ -128,7 +128,7 @@ def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelI
             try:
                 skeletons[roles] = len(info.render_chat([{"role": r, "content": "x"} for r in roles]).encode())
             except Exception as e:      # templates may refuse some orders of roles (no alternation, ...)
-                raise BodyError("invalid_value", f"The model's chat template refuses these messages: {e}", "messages")
+                raise BodyError("invalid_value", f"The model's chat template refuses these messages: {e}", "messages") from e
         bound = skeletons[roles] + sum(map(utf8_len, (m["content"] for m in messages))) + SPECIAL_MARGIN
         return ValidRequest(lineno, cid, body, model, mt, bound=bound)
     prompt = body.get("prompt")

@@ -32,7 +32,7 @@ def test_metrics_follow_a_batch(make_deployment):
     assert after[("blendserve_batches", (("status", "completed"),))] == before.get(
         ("blendserve_batches", (("status", "completed"),)), 0) + 1
     assert after[("blendserve_requests", (("model", TINY), ("status", "completed")))] >= 6
-    grown = {k: after[("blendserve_%s_tokens_total" % k, ())] - before[("blendserve_%s_tokens_total" % k, ())]
+    grown = {k: after[(f"blendserve_{k}_tokens_total", ())] - before[(f"blendserve_{k}_tokens_total", ())]
              for k in ("prompt", "cached", "completion")}
     assert grown["prompt"] == b.usage.input_tokens and grown["completion"] == b.usage.output_tokens
     assert grown["cached"] == b.usage.input_tokens_details.cached_tokens

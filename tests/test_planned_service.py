@@ -147,7 +147,8 @@ def test_dfs_runs_prompts_sorted_across_jobs(dfs):
 def _round_with_history(model: str) -> Round:
     """Two system prompts, 50 fresh requests behind each. History: behind A, 19 answers of 8 tokens and one of
     4,000 (mean 208, but the 4,000 holds nearly all of A's KV reads); behind B, 20 answers of 400 tokens."""
-    prompt = lambda head, i: np.concatenate([np.arange(head, head + 64), [50_000 + i] * 16]).astype("<i4").tobytes()
+    def prompt(head, i):
+        return np.concatenate([np.arange(head, head + 64), [50_000 + i] * 16]).astype("<i4").tobytes()
     hist = [prompt(1000, 100 + i) for i in range(20)] + [prompt(2000, 100 + i) for i in range(20)]
     out = np.array([8] * 19 + [4000] + [400] * 20, dtype=np.int64)
     prompts = [prompt(1000, i) for i in range(50)] + [prompt(2000, i) for i in range(50)]
@@ -164,7 +165,8 @@ def test_long_outputs_in_the_history_do_not_lift_requests_that_may_not_decode_th
     from scheduler.blend import _lengths
 
     model = MODELS["llama-3.1-8b"]
-    prompt = lambda i: np.array([70_000 + i, 5, 6, 7], dtype="<i4").tobytes()
+    def prompt(i):
+        return np.array([70_000 + i, 5, 6, 7], dtype="<i4").tobytes()
     hist = [prompt(i) for i in range(42)]
     out = np.array([30.0, 40.0, 50.0] * 13 + [16_000.0, 15_000.0, 17_000.0])
     cap = np.array([256.0] * 39 + [20_000.0] * 3)
@@ -189,7 +191,8 @@ def test_a_cap_the_history_shows_to_be_loose_is_no_tail_bound():
     from scheduler.planner.estimate import MIN_CAP_SAMPLES
 
     model = MODELS["llama-3.1-8b"]
-    prompt = lambda i: np.array([70_000 + i, 5, 6, 7], dtype="<i4").tobytes()
+    def prompt(i):
+        return np.array([70_000 + i, 5, 6, 7], dtype="<i4").tobytes()
 
     def lengths(chat_samples: int):
         out = np.array([30.0, 40.0, 50.0] * 13 + [16_000.0, 15_000.0, 17_000.0])[-(chat_samples + 3):]
@@ -241,8 +244,10 @@ def test_every_rank_of_the_service_plan_ends_with_the_requests_their_caps_keep_s
     model = MODELS["llama-3.1-8b"]
     policy = BlendServe({}, hardware="a100-80gb")
     policy.profiles[model.name] = model
-    chat = lambda i: np.concatenate([[60_000, 61_000 + i], np.arange(3000)]).astype("<i4").tobytes()
-    question = lambda i: np.concatenate([np.arange(200), [70_000 + i] * 800]).astype("<i4").tobytes()
+    def chat(i):
+        return np.concatenate([[60_000, 61_000 + i], np.arange(3000)]).astype("<i4").tobytes()
+    def question(i):
+        return np.concatenate([np.arange(200), [70_000 + i] * 800]).astype("<i4").tobytes()
     hist = [chat(i) for i in range(20)] + [question(i) for i in range(20)]
     out = np.array([1.0, 2.0] * 10 + [10.0, 12.0, 14.0, 12.0] * 5)
     hist_cap = np.array([4096.0] * 20 + [16.0] * 20)

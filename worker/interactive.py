@@ -174,7 +174,7 @@ class InteractiveServer:
                 return call.events.get(timeout=0.05)
             except queue.Empty:
                 if _hung_up(h.connection):
-                    raise ConnectionResetError
+                    raise ConnectionResetError from None
 
     def _reply(self, h: BaseHTTPRequestHandler, call: _Call) -> None:
         kind, value = self._next(h, call)

@@ -97,13 +97,13 @@ def build_prefix_trie(w: Workload) -> PrefixTrie:
     depth: list[int] = [0]
     request_node = np.zeros(n, dtype=np.int64)
     stack = [0]
-    for i, l, ln in zip(order.tolist(), lcp.tolist(), lens[order].tolist()):
+    for i, shared, ln in zip(order.tolist(), lcp.tolist(), lens[order].tolist()):
         last = -1
-        while depth[stack[-1]] > l:
+        while depth[stack[-1]] > shared:
             last = stack.pop()
-        if depth[stack[-1]] < l:          # split the edge into `last` at depth l
+        if depth[stack[-1]] < shared:     # split the edge into `last` at depth `shared`
             parent.append(stack[-1])
-            depth.append(l)
+            depth.append(shared)
             parent[last] = len(parent) - 1
             stack.append(len(parent) - 1)
         if ln > depth[stack[-1]]:

@@ -38,7 +38,7 @@ async def _forward(request: Request, st: AppState, path: str) -> Response:
     try:
         body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise APIError(400, f"The request body is not valid JSON: {e}.", code="invalid_json")
+        raise APIError(400, f"The request body is not valid JSON: {e}.", code="invalid_json") from None
     model = body.get("model") if isinstance(body, dict) else None
     if not isinstance(model, str) or not model:
         raise APIError(400, "Missing required parameter: 'model'.", param="model", code="missing_required_parameter")
