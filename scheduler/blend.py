@@ -226,7 +226,7 @@ class BlendServe:
     def _estimate(self, name: str, wl: Workload, mean: np.ndarray, sharing: float, model: ModelProfile, hw,
                   ranks: int, step: int) -> None:
         """Add this piece of the round to its estimate: tokens the order computes, their compute and KV-read
-        seconds (DESIGN.md's Comp and Mem, the prefix cache taking `sharing` of the prompts), and the
+        seconds (Comp and Mem of docs/design.md §3.1, the prefix cache taking `sharing` of the prompts), and the
         time of the `sequential` step model (scheduler/rounds.py). Decode tokens, compute and the longest
         decode come from the mean lengths (linear in d: a sum of means is the expected sum); KV reads from
         the effective lengths wl.output_len (quadratic in d: they keep each subtree's expected reads)."""

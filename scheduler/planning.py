@@ -1,7 +1,7 @@
 """Planning rounds: order the unclaimed work of each model and cut it into chunks.
 
 A round starts when unplanned requests reach N_max, when the oldest has
-waited T_max (DESIGN.md section 2), or when the policy asks for one (its
+waited T_max (docs/design.md §4.1), or when the policy asks for one (its
 warm-up samples finished, or the set of live workers changed). T_max counts
 only while no planned chunk of the model waits for a worker: it exists so an
 engine never idles, and with a backlog none does; without that, work that

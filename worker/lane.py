@@ -1,6 +1,6 @@
 """The interactive lane's queue: requests wait here until the dynamic-batching rule lets them into the engine.
 
-The rule (DESIGN.md section 2): a group of waiting requests starts when it
+The rule (docs/design.md §7.1): a group of waiting requests starts when it
 reaches N_max requests or when its oldest request has waited T_max, whichever
 comes first. The engine polls `take` before every step, so a due group is
 admitted at the very next step, ahead of all batch work. T_max = 0 admits each

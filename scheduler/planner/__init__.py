@@ -1,4 +1,4 @@
-"""The BlendServe planner: pure Python + numpy, no I/O (DESIGN.md section 3).
+"""The BlendServe planner: pure Python + numpy, no I/O (docs/design.md §3).
 
 plan() turns the pending requests of one model into per-rank admission
 orders; warmup_sample() and estimate_output_lengths() (or effective_output_lengths(),

@@ -1,4 +1,4 @@
-"""The orders every comparison shows beside BlendServe (DESIGN.md section 3)."""
+"""The orders every comparison shows beside BlendServe (docs/design.md §3.10)."""
 from __future__ import annotations
 
 import numpy as np

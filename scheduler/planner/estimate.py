@@ -2,7 +2,7 @@
 
 Requests behind the same prompt prefix (one application's system prompt,
 one benchmark's few-shot header) tend to have similar output lengths, so a
-small sample of every subtree, run first, predicts the rest (DESIGN.md: the
+small sample of every subtree, run first, predicts the rest (docs/design.md §3.6: the
 paper found 1% as good as 100%). Sampled requests are real requests: their
 results go to the output file like any other.
 """

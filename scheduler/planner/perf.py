@@ -1,6 +1,6 @@
 """Performance model: what a request costs in compute and in memory bandwidth.
 
-DESIGN.md section 3. Comp(r) = 2 (p + d) P / F, Mem(r) = (p d + d^2/2) H_kv L 4 / B,
+docs/design.md §3.1. Comp(r) = 2 (p + d) P / F, Mem(r) = (p d + d^2/2) H_kv L 4 / B,
 rho = Comp / Mem. Everything is vectorised over numpy arrays because the planner
 evaluates it for hundreds of thousands of requests and tree nodes at once.
 """
@@ -19,7 +19,7 @@ class HardwareProfile:
     flops: float          # F, dense bf16 FLOP/s
     bandwidth: float      # B, bytes/s
     memory_bytes: float   # device memory
-    # What DESIGN's roofline leaves out, which a CPU engine pays and a GPU's kernels hide: seconds per
+    # What the roofline (docs/design.md §3.1) leaves out, which a CPU engine pays and a GPU's kernels hide: seconds per
     # engine step (Python, dispatch), per decoding sequence in a step (sampling, stop checks, its
     # attention call) and per prefill chunk after a cached prefix (gathering that prefix's K/V), and
     # prefill's attention FLOPs over each chunk's context. Zero and off for the GPU profiles (the

@@ -1,6 +1,6 @@
 """plan(): from pending requests to per-rank admission orders, for BlendServe and the baselines.
 
-BlendServe (DESIGN.md section 3): prefix tree -> layer-wise sort by density
+BlendServe (docs/design.md §3): prefix tree -> layer-wise sort by density
 -> conditional node split -> re-sort -> one dual scan with the memory of all
 R ranks -> the long-bound tail placed on the engine's clock -> the finish
 (known-short requests) set apart -> contiguous pieces of equal estimated

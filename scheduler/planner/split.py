@@ -7,7 +7,7 @@ such a child out and hanging it from the root lets the re-sort place it
 among subtrees of its own density. The price: the prefix it shared with its
 former siblings (the depth of its old parent) may have to be recomputed, so
 the total of those prefixes is bounded by a budget, by default 1% of the
-tokens a DFS order shares (DESIGN.md: keep >= 99% of DFS sharing).
+tokens a DFS order shares (docs/design.md §3.4: keep >= 99% of DFS sharing).
 
 Candidates are subtrees whose density is at least min_ratio (default 4x)
 away from the rest of their parent's subtree, the work the layer-wise sort

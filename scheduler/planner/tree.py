@@ -130,7 +130,7 @@ class PrefixTree:
 
 @dataclass
 class NodeTotals:
-    """Subtree totals of the resource model for every node (DESIGN.md section 3)."""
+    """Subtree totals of the resource model for every node (docs/design.md §3.1, §3.3)."""
     comp: np.ndarray       # seconds of dense compute, prompt sharing not deducted
     mem: np.ndarray        # seconds of KV-cache reads
     tokens: np.ndarray     # prompt tokens

@@ -28,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="blendserve simulate",
         description="Plan a workload with each policy, simulate every order on a step-level engine model, "
                     "and report throughput against the optimum T* = max((1 - s_DFS) T_comp, T_mem + K W / B) "
-                    "(DESIGN.md section 3) and the simulated engine's own bound.")
+                    "(docs/design.md §3.2) and the simulated engine's own bound.")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--workload", default="trace1",
                      help=f"preset: {', '.join(workloads.preset_names())}, or grid-r<rho>-s<sharing> (default trace1)")

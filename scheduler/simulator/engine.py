@@ -33,13 +33,13 @@ What it models, and why each choice:
   generated. Output tokens are never generated twice.
 * **Per request**, p prompt tokens are prefilled and d decode iterations run,
   the i-th reading p + i KV entries (its own new token included): the same
-  token counts as DESIGN.md's Comp = 2 (p + d) P / F and
-  Mem = (p d + d^2/2) H_kv L 4 / B, so the simulator and the optimum price
+  token counts as the performance model's Comp = 2 (p + d) P / F and
+  Mem = (p d + d^2/2) H_kv L 4 / B (docs/design.md §3.1), so the simulator and the optimum price
   work identically and the optimum is a true upper bound.
 
 **Step time.** comp = 2 P tokens / F; weights W / B; KV = bytes read by
 every decoding sequence / B (prefill attention is neglected, as in the
-model). Two overlap modes (EngineConfig.overlap; DESIGN.md section 3):
+model). Two overlap modes (EngineConfig.overlap; docs/design.md §3.11):
 `nanoflow` (nano-batching hides the KV reads under compute too): a step
 takes max(comp, (W + KV) / B) / efficiency; `sequential` (vLLM, SGLang
 without NanoFlow: only the weight reads overlap the GEMMs, attention runs
@@ -116,7 +116,7 @@ class EngineConfig:
 
 
 def default_kv_capacity_bytes(model: ModelProfile, hw: HardwareProfile) -> float:
-    """Device memory less the weights and 5% for activations and buffers (DESIGN.md: 80 GB -> 60 GB for 8B)."""
+    """Device memory less the weights and 5% for activations and buffers (docs/design.md §3.5: 80 -> 60 GB for 8B)."""
     return hw.memory_bytes * 0.95 - model.weight_bytes()
 
 

@@ -1,4 +1,4 @@
-"""The optima every simulated order is measured against (DESIGN.md section 3).
+"""The optima every simulated order is measured against (docs/design.md §3.2).
 
 T_o = max((1 - s_DFS) T_comp, T_mem) (`ideal`), with T_comp and T_mem the
 sums of the performance model's Comp and Mem over the workload and s_DFS the

@@ -118,7 +118,7 @@ def dfs_sharing_ratio(w: Workload, trie: PrefixTrie | None = None) -> float:
     """s_DFS: the fraction of prompt tokens a DFS order with an unbounded cache need not compute.
 
     With no eviction every trie position is computed exactly once whatever the
-    order, so this is the most sharing any order can reach (DESIGN.md s_o).
+    order, so this is the most sharing any order can reach (s_o of docs/design.md §3.2).
     """
     total = int(w.prompt_lens().sum())
     if total == 0:

@@ -48,7 +48,7 @@ class WorkloadRun:
     requests: int
     density: float
     dfs_sharing: float
-    optimum: Optimum             # T* (DESIGN.md section 3): the optimum with the per-step weight reads
+    optimum: Optimum             # T* (docs/design.md §3.2): the optimum with the per-step weight reads
     bound: Optimum               # engine_bound: what the simulated engine allows any order
     ideal: Optimum               # T_o: the optimum without weight reads (the paper's)
     overlap: str = "nanoflow"

@@ -59,7 +59,7 @@ class RequestType:
     lead: int = 0                 # tokens that open every prompt of the type (a dataset marker; none by default)
 
 
-# Means follow DESIGN.md (the paper's Table 4). Prefix fraction x prefix mean /
+# Means follow docs/design.md §3.12 (the paper's Table 4). Prefix fraction x prefix mean /
 # prompt mean gives the sharing; output spreads are wide where the source is
 # heavy-tailed (chat), narrow where lengths are near fixed (MMLU, video tokens).
 TYPES: dict[str, RequestType] = {

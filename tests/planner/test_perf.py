@@ -1,4 +1,4 @@
-"""The performance model against DESIGN.md's worked test vectors (Llama-3-8B on A100)."""
+"""The performance model against the worked test vectors of docs/design.md §3.12 (Llama-3-8B, A100)."""
 import pytest
 
 from scheduler.planner import perf

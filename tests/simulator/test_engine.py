@@ -132,7 +132,7 @@ def test_sequential_is_slower_than_nanoflow_on_a_mixed_batch(small_workload):
 
 
 def test_t_star_adds_the_weight_reads_of_the_fewest_steps(small_workload):
-    """T* = max((1 - s) T_comp, T_mem + K W / B), K = max(KV reads / pool, longest output) (DESIGN.md section 3)."""
+    """T* = max((1 - s) T_comp, T_mem + K W / B), K = max(KV reads / pool, longest output) (docs/design.md §3.2)."""
     w = small_workload
     s = dfs_sharing_ratio(w)
     config = EngineConfig()

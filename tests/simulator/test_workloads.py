@@ -35,7 +35,7 @@ def test_grid_has_65_workloads_and_expands():
     assert W.expand("grid") == names and W.expand("trace1") == ["trace1"]
 
 
-# Table 4 / DESIGN.md means; output spreads are ours (see workloads.TYPES).
+# Table 4 means (docs/design.md §3.12); output spreads are ours (see workloads.TYPES).
 PAPER = {"burstgpt": (244, 27, 0.02), "mmlu": (804, 2, 0.86), "openvid": (121, 16000, 0.0),
          "wildchat": (496, 510, 0.19), "azure": (2508, 23, 0.01)}
 
