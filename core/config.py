@@ -31,7 +31,7 @@ class Settings(BaseSettings):
     file_expiry_seconds: int = 30 * 24 * 3600   # default expires_after of purpose=batch uploads; 0 = never
     status_cache_s: float = 0.25              # how stale a status poll (GET /v1/batches/{id}) may be; 0 = never
 
-    # Dynamic batching of planning rounds (DESIGN.md section 2).
+    # Dynamic batching of planning rounds (docs/design.md §4.1).
     plan_max_requests: int = 4096             # N_max
     plan_max_wait_s: float = 1.0              # T_max
     # A round re-plans all unclaimed work while it is at most this many requests; past it, rounds are
