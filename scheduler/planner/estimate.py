@@ -158,8 +158,8 @@ def loose_caps(max_tokens: np.ndarray, sampled_caps: np.ndarray, observed: np.nd
     video description. But users set caps per job, generously: chats capped at
     4096 or 8192 decode a few hundred tokens, and a file where thousands of them
     counted as tail had its pool clock run on bounds ten times their outputs
-    (BENCHMARKS.md, session 21: 0.955x DFS on a file written blind to the
-    planner). So a cap value is a class the warm-up can judge: with at least
+    (0.955x DFS on a file written blind to the planner; BENCHMARKS.md,
+    Planner). So a cap value is a class the warm-up can judge: with at least
     MIN_CAP_SAMPLES samples, fewer than LONG_SHARE of which reached the
     threshold, the cap says nothing about length and the request is planned at
     its estimate; a cap whose samples do run long (a captioning job's 20000), or

@@ -33,7 +33,7 @@ class HardwareProfile:
     weight_bandwidth: float | None = None
     # FLOP/s of prefill attention when it differs from the dense matmuls' (None: the same). On the CPU
     # engine a chunk's attention runs torch's SDPA over gathered blocks, several times slower per FLOP
-    # than its GEMMs (session 14's step fit), so one rate cannot price both.
+    # than its GEMMs (benchmarks/sim_vs_engine.py's step fit), so one rate cannot price both.
     attention_flops: float | None = None
 
     @classmethod
@@ -93,9 +93,8 @@ HARDWARE: dict[str, HardwareProfile] = {
     "h100-sxm": HardwareProfile("h100-sxm", 989e12, 3.35e12, 80e9),
     "h200": HardwareProfile("h200", 989e12, 4.8e12, 141e9),
     # The CPU engine (SmolLM2, bfloat16, 2 torch threads, the C++ decode kernel) on the 2-core AVX512-BF16
-    # build machine of session 13, measured by benchmarks/estimate_error.py's measure_cpu (synthetic
-    # decodes, prefills and cached-prefix chunks); weight reads are inside the step cost. The profile it
-    # replaced (float32, one thread, the gather path, an AVX2 machine) over-predicted this engine 4.5-8x.
+    # CI machine, measured by benchmarks/estimate_error.py's measure_cpu (synthetic decodes, prefills and
+    # cached-prefix chunks); weight reads are inside the step cost. Measure another CPU and store it here.
     "cpu": HardwareProfile("cpu", 5.11e11, 2.13e10, 24e9, step_overhead=0.0108, seq_overhead=1.97e-5,
                            chunk_overhead=0.0152, prefill_attention=True, weight_bandwidth=float("inf")),
 }

@@ -56,8 +56,8 @@ class _Clock:
 
 TAIL_GUARD = True      # move the long-bound tail (below); False leaves the dual scan's order as is
 # How: "engine_clock" (engine_clock_tail, the default: on the 65-cell grid at 2048-token steps no cell
-# below 0.98x the best other order in either overlap mode, where "guard" had two; BENCHMARKS.md, session
-# 16) or "guard" (tail_guard: each request's position scaled by 1 - bound / fewest steps; kept for A/B runs)
+# below 0.98x the best other order in either overlap mode, where "guard" had two; BENCHMARKS.md,
+# Planner) or "guard" (tail_guard: each request's position scaled by 1 - bound / fewest steps; kept for A/B runs)
 TAIL_PLACEMENT = "engine_clock"
 TAIL_SHARE = 0.1       # a request whose output bound is at least this share of the compute steps is the tail
 SHORT_SHARE = 1 / 8    # short_finish: a cap at most this share of the longest other cap is known short
@@ -83,8 +83,8 @@ def _tail_steps(fresh: np.ndarray, d: np.ndarray, step_tokens: int) -> float:
     When KV reads are the longer clock the long generations *are* the run:
     measured against it, a 20K-token bound in a 400K-request trace whose
     pool clock is 220K steps would no longer count as tail, and the dual
-    scan alone would place the generations that fill the pool (BENCHMARKS.md,
-    session 20: trace 4 at 400K, seed 2, 0.838 of T* against 0.900).
+    scan alone would place the generations that fill the pool (trace 4 at 400K,
+    seed 2: 0.838 of T* against 0.900; BENCHMARKS.md, Planner).
     """
     return max((float(np.sum(fresh)) + float(np.sum(d))) / step_tokens, float(d.max(initial=0.0)), 1.0)
 
@@ -123,7 +123,7 @@ def engine_clock_tail(order: np.ndarray, fresh: np.ndarray, d: np.ndarray, longe
     the tail is placed at its bounds. The engine admits in order and only
     checks that a prompt fits now, so where a request lands in the order
     is when it starts: its position must be read on the engine's clock,
-    which runs on two resources (BENCHMARKS.md, session 15):
+    which runs on two resources (BENCHMARKS.md, Planner):
 
       * the tail's pool clock: tail request j (in the scan's relative
         order) can start without overfilling the KV pool once the tail
@@ -132,7 +132,7 @@ def engine_clock_tail(order: np.ndarray, fresh: np.ndarray, d: np.ndarray, longe
         whose peaks (p + L) fit the empty pool together: those start at
         once, and the stagger runs from there (without that credit, 20
         video descriptions that fit the pool at once were spread over 40%
-        of a 20K-request run: BENCHMARKS.md, session 21); the tail ends at
+        of a 20K-request run: BENCHMARKS.md, Planner); the tail ends at
         T = max_j (S_j + L_j);
       * the rest's compute clock: request i of the rest (in the scan's
         order) starts after c = (fresh + d) / step budget steps of the
@@ -153,15 +153,12 @@ def engine_clock_tail(order: np.ndarray, fresh: np.ndarray, d: np.ndarray, longe
         engine whose steps take only the tokens that hide under their KV
         reads (step fill `balanced`: the rest then runs at the pace the
         tail's reads allow, so its clock is the tail's; BENCHMARKS.md,
-        session 20): the rest is stretched over the tail's whole window
+        Planner): the rest is stretched over the tail's whole window
         [0, T] (stretch True), so each tail
         request waits behind its share of the rest, the rest's prefills
         ride in the steps whose pool the tail's decodes fill (the blend),
         and the engine's walk through the rest is gated by the pool, not
-        left to run ahead. (Before the estimator kept the tail's samples
-        apart, a long output in the sample lifted its band's effective
-        lengths and made R a clock of memory the rest does not use; this
-        branch also kept such an R from being read as compute.)
+        left to run ahead.
 
     The tail starts longest bound first (LPT, the classic rule for a short
     makespan: a 20K-token bound must not wait behind 1K-token ones, which a
@@ -231,7 +228,7 @@ def short_finish(order: np.ndarray, cap: np.ndarray, longest: np.ndarray, tokens
     rank, perf.idle_step_tokens x R) cost nothing in those W steps. Taking
     more takes the blend's compute-dense partner out of the middle: a block
     of W full steps cost 3.5% on a prefill-heavy file (BENCHMARKS.md,
-    session 22). The tail is on neither side: engine_clock_tail starts it
+    Planner). The tail is on neither side: engine_clock_tail starts it
     early on its own clock. Returns (the order without the finish, the
     finish), both in order; every rank ends with its share of the finish.
     """

@@ -1,4 +1,4 @@
-"""Simulator, workload generator and `simulate` CLI for the BlendServe planner (issue 3, items 8-10).
+"""Simulator, workload generator and `simulate` CLI for the BlendServe planner (docs/design.md §3.11).
 
 Pure Python + numpy; matplotlib only for --plot. Nothing here imports the
 database, web or engine code.

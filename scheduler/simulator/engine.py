@@ -1,4 +1,4 @@
-"""Step-level simulator of a continuous-batching engine (issue 3, item 8).
+"""Step-level simulator of a continuous-batching engine (docs/design.md §3.11).
 
 What it models, and why each choice:
 
@@ -19,7 +19,7 @@ What it models, and why each choice:
   105 ms and can read at most the weights and a full pool in 37 ms, so a
   budget-filled step is always compute-bound: the compute-dense requests
   run at full budget first and the long generations decode alone later
-  (BENCHMARKS.md, sessions 11 and 15), and no admission order can make the
+  (BENCHMARKS.md, Planner), and no admission order can make the
   two overlap. A balanced step computes as fast as a full one (its compute
   is never idle) while its decodes advance three times as often, so the
   two resources are used together; it is the step-level half of the blend,

@@ -5,9 +5,9 @@ sums of the performance model's Comp and Mem over the workload and s_DFS the
 sharing of a DFS order with an unbounded cache, ignores the weights read
 every step. s_DFS is a fraction of the *prompt* tokens (prefix.dfs_sharing_ratio),
 so it discounts only their share of T_comp: (1 - s) T_comp below means
-T_comp - s T_prompt. Discounting the output tokens too (until session 23)
-priced a cache hit on tokens no cache can hold: on trace 1 at 100K, where
-outputs are 10% of the tokens, that put the optimum 5.7% beyond any order. The
+T_comp - s T_prompt. Discounting the output tokens too would price
+a cache hit on tokens no cache can hold: on trace 1 at 100K, where outputs
+are 10% of the tokens, that puts the optimum 5.7% beyond any order. The
 practical optimum T* = max((1 - s_DFS) T_comp, T_mem + K W / B)
 (`optimum`, what every "fraction of optimum" figure is of) adds them: a step
 holds at most the KV pool, so there are at least K = max(T_mem B / pool,

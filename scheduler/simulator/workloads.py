@@ -1,4 +1,4 @@
-"""Synthetic workloads shaped like the paper's (issue 3, item 9).
+"""Synthetic workloads shaped like the paper's (docs/design.md §3.12).
 
 Each request type is a length model (lognormal prompt and output lengths with
 the paper's means) and a prefix model (a fraction of requests open with one of
