@@ -163,7 +163,7 @@ class BlendServe:
 
     def hardware_profile(self, workers: list[tuple[str, str, int, str | None]]) -> HardwareProfile:
         """What the round is priced on: the configured profile (BLENDSERVE_HARDWARE), else the live workers'
-        own (the slowest where they differ: the round waits for it), else by engine, as before workers said
+        own (the slowest where they differ: the round waits for it), else by engine, for workers that do not say
         (the CPU engine's profile for CPU engines, an H100 for the rest)."""
         if self.hardware:
             return HARDWARE[self.hardware]

@@ -175,7 +175,7 @@ def _ascii_json(value) -> bytes:
 def _ascii_text(stored: str | None) -> bytes:
     """A JSON column's stored text, spliced into the line as it is: parsing and re-dumping a million
     response bodies was most of finalization's time. Text that is not pure ASCII (a writer that kept
-    non-ASCII characters) or not one line goes through json.dumps, as before."""
+    non-ASCII characters) or not one line goes through json.dumps."""
     if stored is None:
         return b"null"
     if stored.isascii() and "\n" not in stored and "\r" not in stored:

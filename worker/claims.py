@@ -31,8 +31,8 @@ RANKS_FOR = 1 / 6           # how long a process keeps the live-worker list, in 
 class _Ranks:
     """The model's live workers in rank order, read at most every RANKS_FOR of a lease per process.
 
-    Every claim used to read the whole worker table (64 rows at 64 ranks) to find
-    its own rank; that read was a quarter of an echo process's CPU. The set of
+    Reading the whole worker table (64 rows at 64 ranks) at every claim to find
+    its own rank costs a quarter of an echo process's CPU. The set of
     live workers changes on the scale of a lease, and a stale rank only changes
     which chunks a worker prefers (it steals the others' anyway), so a short
     cache is exact enough. A worker missing from the cached list re-reads it.

@@ -96,7 +96,7 @@ _WORK = threading.Condition()
 
 class _LiveBatches:
     """Which batches may still run; re-read at most once a second, so cancels land within about a second.
-    One per process and database: its ranks share the read (64 ranks read it 64 times a second before).
+    One per process and database: its ranks share the read (else 64 ranks read it 64 times a second).
     `generation` moves after every read that dropped a batch (the engines' cancel epoch, WorkerService)."""
 
     def __init__(self, sessions: sessionmaker[Session]) -> None:
@@ -142,7 +142,7 @@ class _Claims:
     sibling's claim found none within the last poll interval.
 
     64 idle echo ranks each polling the chunk table was most of their CPU (and
-    as many empty transactions for the database); a process now asks once per
+    as many empty transactions for the database); a process asks once per
     poll interval after a first empty claim, backing off to once per
     IDLE_BACKOFF intervals while they stay empty. A successful claim clears the mark and
     wakes the siblings (_WORK), so they ask at once: there may be more.
@@ -150,7 +150,7 @@ class _Claims:
     Claims take turns even while they find work. Letting siblings claim side by side
     (only empty probes taking turns) was measured at 64 ranks on 2 cores: the wait
     for a sibling fell, each transaction's grew more (GIL and cores), claim p99 went
-    from 595 to 809 ms and results/s from 1,114 to 1,051 (BENCHMARKS.md, session 16).
+    from 595 to 809 ms and results/s from 1,114 to 1,051 (BENCHMARKS.md, Control plane).
 
     `timing()` tells the calling rank what its last claim was made of (logged with the claim), so a
     slow claim can be told apart: waiting for a sibling's claim, or the transaction itself, and of
@@ -197,8 +197,8 @@ def _shared(sessions: sessionmaker[Session]) -> tuple[_LiveBatches, _Claims]:
 @cache
 def _tokenizer_side(model: str, path: Path) -> tuple[ModelInfo, Any]:
     """The model's ModelInfo and tokenizer, loaded once per process: the ranks of a process share them
-    (each rank loaded the tokenizer twice before, 128 loads at start for 64 echo ranks, which under
-    load outlasted the deployment's readiness wait)."""
+    (a tokenizer per rank is 64 loads at start for 64 echo ranks, which under load outlasts the
+    deployment's readiness wait)."""
     from core.modelstore import load_tokenizer
 
     tokenizer = load_tokenizer(path)

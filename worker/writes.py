@@ -1,10 +1,10 @@
 """Result writes: every rank of a worker process writes through one writer, many results to a transaction.
 
-A rank used to write its results itself, whatever was queued when its writer
-thread woke: at cluster rates that was one to three results per transaction
-(each rank sees a few dozen results a second), so every result paid for a
-connection checkout, a lock read, an update, a counter upsert and a commit,
-on the worker's CPU and on the database's. Here the results of all the
+A rank that wrote its results itself, whatever was queued when its writer
+thread woke, would write one to three results per transaction at cluster
+rates (each rank sees a few dozen results a second), so every result would
+pay for a connection checkout, a lock read, an update, a counter upsert and a
+commit, on the worker's CPU and on the database's. So the results of all the
 process's ranks wait up to LINGER_S for company, then go in one transaction
 of one statement per kind: the write only claims rows still `planned` (the
 status guard), so a result written twice (a re-run chunk, a lost lease) is

@@ -69,9 +69,9 @@ def _one_thread() -> Iterator[None]:
     The worker loads its engine in the main thread and runs it in a rank thread. Once
     two threads have each run a parallel region, OpenMP (libgomp) manages more threads
     than there are CPUs and stops spinning between regions: every op then waits tens
-    of microseconds for its helper threads to wake. Measured on 2 cores: an add
+    of microseconds for the team's threads to wake. Measured on 2 cores: an add
     7.6 -> 67 us, the longgen file through the engine 41.3 -> 51.2 s (BENCHMARKS.md,
-    session 13). ``generate`` sets the engine's threads in the thread that steps.
+    CPU engine). ``generate`` sets the engine's threads in the thread that steps.
     """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -96,7 +96,7 @@ class PagedAttention:
     With ``decode_kernel`` (``paged_attention.paged_decode``) the one-token
     and short chunks instead all go to one call of the C++ kernel, which reads
     their blocks in place, one query token a row: 2-5x faster than gather +
-    SDPA (BENCHMARKS.md, session 13). Prefill chunks keep SDPA, whose matmuls
+    SDPA (BENCHMARKS.md, CPU engine). Prefill chunks keep SDPA, whose matmuls
     serve many queries per key read.
     """
 

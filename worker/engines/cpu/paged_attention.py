@@ -1,6 +1,6 @@
 """The C++ decode attention kernel (``paged_attention.cpp``): built once per machine, or absent.
 
-Decode attention is most of a CPU decode step (BENCHMARKS.md, session 13), and
+Decode attention is most of a CPU decode step (BENCHMARKS.md, CPU engine), and
 torch has no attention over a paged pool: the torch path copies every
 sequence's blocks into a padded batch before its fused kernel reads them. The
 kernel reads the blocks in place. It is compiled by torch's extension loader

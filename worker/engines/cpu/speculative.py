@@ -1,6 +1,6 @@
 """Speculative decoding by prompt lookup: drafts from n-grams already in the sequence, no second model.
 
-Decisions (issue 13):
+Decisions:
 
 * The draft is *prompt lookup*: the last ``max_n`` .. ``min_n`` tokens of the
   sequence (prompt and output so far) are looked up among their earlier
