@@ -197,8 +197,8 @@ def _shared(sessions: sessionmaker[Session]) -> tuple[_LiveBatches, _Claims]:
 @cache
 def _tokenizer_side(model: str, path: Path) -> tuple[ModelInfo, Any]:
     """The model's ModelInfo and tokenizer, loaded once per process: the ranks of a process share them
-    (a tokenizer per rank is 64 loads at start for 64 echo ranks, which under load outlasts the
-    deployment's readiness wait)."""
+    (loading it in every rank makes 64 echo ranks load it over a hundred times at start, which under
+    load outlasts the deployment's readiness wait)."""
     from core.modelstore import load_tokenizer
 
     tokenizer = load_tokenizer(path)
