@@ -1,4 +1,4 @@
-"""Batch counters (issue 14): a result written twice (a re-run chunk, a lost lease) is counted once,
+"""Batch counters (docs/design.md §10): a result written twice (a re-run chunk, a lost lease) is counted once,
 and the status poll's counts and usage equal an aggregate over the request rows."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Finalization of large batches (issue 14): the output is read a range of lines at a time (gaps in
+"""Finalization of large batches (docs/design.md §10): the output is read a range of lines at a time (gaps in
 line numbers, from blank lines, included), every custom_id comes out once and in line order, failed
 requests go to the error file, and the scheduler lease is renewed while a long file is written."""
 from __future__ import annotations

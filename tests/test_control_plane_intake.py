@@ -1,4 +1,4 @@
-"""Intake at scale (issue 14): a batch that grows `requests` a lot gets the table analyzed, so the
+"""Intake at scale (docs/design.md §10): a batch that grows `requests` a lot gets the table analyzed, so the
 tokenizing update joins its ids by primary key instead of reading every queued row (the planner's
 choice on a never-analyzed or freshly grown table: ~1,600 requests/s at a million rows)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Incremental planning of large backlogs (issue 14): past BLENDSERVE_PLAN_WINDOW a round keeps the
+"""Incremental planning of large backlogs (docs/design.md §4.1): past BLENDSERVE_PLAN_WINDOW a round keeps the
 planned backlog as it is and plans only new work, a window at a time, after it; high-priority work
 of such a round goes ahead of the backlog. Every request ends up planned exactly once."""
 from __future__ import annotations

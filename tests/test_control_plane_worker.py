@@ -1,4 +1,4 @@
-"""The worker's engine loop at cluster scale (issue 14).
+"""The worker's engine loop at cluster scale (docs/design.md §10).
 
 The cancel epoch (worker/engines/base.py): an engine skips its per-request
 cancellation checks while nothing was cancelled, and still drops cancelled work

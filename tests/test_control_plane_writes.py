@@ -1,4 +1,4 @@
-"""The worker side of the control plane at cluster scale (issue 14): the results of a process's ranks
+"""The worker side of the control plane at cluster scale (docs/design.md §10): the results of a process's ranks
 share transactions, each written once; a claim is one transaction with its rows; idle ranks of one
 process share their empty claims; the live-worker list is read once per interval, not per claim;
 the scheduler's tokenized rows are stored one group to a statement, each with its own ids."""

@@ -185,7 +185,7 @@ def test_long_outputs_in_the_history_do_not_lift_requests_that_may_not_decode_th
 
 def test_a_cap_the_history_shows_to_be_loose_is_no_tail_bound():
     """Chats capped at 4096 that the history shows decoding 30-50 tokens are planned at their estimates, not
-    guarded at 4096 as tail (BENCHMARKS.md, session 21); the long generations' 20,000 stays their bound, and
+    guarded at 4096 as tail (docs/design.md §3.6, loose caps); the long generations' 20,000 stays their bound, and
     so does a cap that fewer than MIN_CAP_SAMPLES observations cover."""
     from scheduler.blend import _lengths
     from scheduler.planner.estimate import MIN_CAP_SAMPLES

@@ -149,8 +149,8 @@ def test_optimum_computes_what_a_dfs_run_with_room_computes(small_workload):
 
     A DFS order on an engine whose pool never evicts reaches s_DFS exactly, so
     its compute seconds are the least any order can have; the optimum's
-    compute must be that figure, not below it (it was, by s_DFS of the output
-    tokens, until session 23).
+    compute must be that figure, not below it (as it would be if s_DFS
+    discounted the output tokens too).
     """
     w = small_workload
     s = dfs_sharing_ratio(w)

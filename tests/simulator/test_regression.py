@@ -37,7 +37,7 @@ def test_blendserve_beats_the_best_simple_order(trace):
 @pytest.mark.parametrize("trace", ["trace1", "trace4"])
 def test_on_a_balanced_engine_blendserve_leads_at_the_default_budget(trace):
     """2048-token steps that take only what hides under their reads (EngineConfig.step_fill), BlendServe on
-    the 1% warm-up sample and estimates. Measured (seed 0, 20K requests; BENCHMARKS.md, session 20):
+    the 1% warm-up sample and estimates. Measured (seed 0, 20K requests; BENCHMARKS.md, Planner):
     trace1 0.924 of T* against the best other order's 0.668 (Balance), trace4 0.935 against 0.732: the
     longest bounds start first and the rest runs under their decodes. Asserted: 1.15x and 0.85 of T*."""
     w = workloads.generate(trace, 20_000, seed=0, model=MODEL, hw=GPU)
