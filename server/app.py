@@ -4,18 +4,22 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Depends, FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 
 from core.config import Settings
 from core.db import make_engine, make_sessionmaker
 from core.migrate import upgrade
+from core.owners import adopt
 from core.served import model_names
 from core.storage import FileStore
 from server import errors
+from server.auth import FrontDoor
 from server.deps import AppState, clean_params
 from server.fastpath import StatusFastPath
 from server.lanes import Lanes
 from server.routes import batches, completions, dashboard, files, models, ops
+from server.sessions import Sessions
 from server.status import StatusCache
 
 
@@ -28,7 +32,11 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
     app.state.blend = AppState(settings=settings, sessions=make_sessionmaker(make_engine(settings.db_url)),
                                read_sessions=readers, store=FileStore(settings.files_dir),
                                model_names=model_names(settings), status_cache=StatusCache(settings.status_cache_s),
-                               lanes=Lanes(readers, settings.lease_seconds))
+                               lanes=Lanes(readers, settings.lease_seconds), keyring=settings.keyring(),
+                               signer=Sessions(settings.session_secret, settings.session_ttl_s))
+    if migrate:
+        with app.state.blend.sessions.begin() as s:
+            adopt(s, app.state.blend.keyring)     # rows of a plain key now listed under a tenant move to it
     app.state.blend.store.sweep_temp()     # uploads cut off by a crash; live ones keep their mtime fresh
     errors.install(app)
     for r in (files.router, batches.router, models.router, completions.router):
@@ -37,6 +45,10 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
         app.include_router(r)
 
     app.add_middleware(StatusFastPath, state=app.state.blend)
+    app.add_middleware(FrontDoor, state=app.state.blend)      # outside the fast path: nothing before the key
+    if settings.cors_origin_list():
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin_list(), allow_methods=["*"],
+                           allow_headers=["authorization", "content-type"], max_age=600)
     app.openapi = lambda: _openapi(app, settings)
     return app
 
@@ -55,7 +67,7 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
         create = components.get("schemas", {}).get("CreateBatch", {}).get("properties", {})
         if "completion_window" in create:
             create["completion_window"]["enum"] = list(settings.window_seconds())
-        if settings.api_key_list():
+        if settings.keyring():
             components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             for path, operations in schema["paths"].items():
                 for op in operations.values():

@@ -8,15 +8,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
-          409: "invalid_request_error", 413: "invalid_request_error", 500: "server_error",
-          503: "server_error"}
+_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 403: "invalid_request_error",
+          404: "invalid_request_error", 409: "invalid_request_error", 413: "invalid_request_error",
+          429: "requests", 500: "server_error", 503: "server_error"}
 
 
 class APIError(Exception):
-    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None) -> None:
+    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
+                 type: str | None = None, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.param, self.code = status, message, param, code
+        self.type = type or _TYPES.get(status, "invalid_request_error")
+        self.headers = headers or {}
 
 
 def not_found(kind: str, obj_id: str) -> APIError:
@@ -42,14 +45,16 @@ def _body(status: int, message: str, param: str | None, code: str | None) -> dic
 def install(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api_error(_: Request, exc: APIError) -> JSONResponse:
-        return JSONResponse(_body(exc.status, exc.message, exc.param, exc.code), status_code=exc.status)
+        body = {"error": {"message": exc.message, "type": exc.type, "param": exc.param, "code": exc.code}}
+        return JSONResponse(body, status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         err = exc.errors()[0] if exc.errors() else {}
         loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
         param = ".".join(loc) or None
-        msg = f"Invalid value for '{param}': {err.get('msg', 'invalid')}" if param else err.get("msg", "Invalid request")
+        msg = (f"Invalid value for '{param}': {err.get('msg', 'invalid')}" if param
+               else err.get("msg", "Invalid request"))
         return JSONResponse(_body(400, msg, param, "invalid_value"), status_code=400)
 
     @app.exception_handler(StarletteHTTPException)

@@ -34,8 +34,11 @@ def test_dashboard_shows_a_running_batch(make_deployment, browser, tmp_path):
     page = browser.new_page()
     assert page.goto(f"{root}/dashboard").status == 401          # no key: the key form, not the data
     assert page.locator("input[name=key]").count() == 1
-    page.goto(f"{root}/dashboard?key=k1")                           # stored in a cookie, dropped from the URL
+    page.fill("input[name=key]", "k1")                              # POSTed once; a signed session comes back
+    page.click("button[type=submit]")
     assert page.url == f"{root}/dashboard"
+    cookie = next(c for c in page.context.cookies() if c["name"] == "blendserve_session")
+    assert "k1" not in cookie["value"] and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
     row = page.locator(f"tr[data-batch='{b.id}']")
     assert row.count() == 1
     assert row.locator("td.status").inner_text() in ("in_progress", "finalizing", "completed")
@@ -56,7 +59,9 @@ def test_dashboard_shows_a_running_batch(make_deployment, browser, tmp_path):
     assert (tmp_path / "dashboard.png").stat().st_size > 10_000
 
     other = browser.new_page()                                      # another key sees none of it
-    other.goto(f"{root}/dashboard?key=k2")
+    other.goto(f"{root}/dashboard")
+    other.fill("input[name=key]", "k2")
+    other.click("button[type=submit]")
     assert other.locator(f"tr[data-batch='{b.id}']").count() == 0
     assert httpx.get(f"{root}/dashboard", headers={"Authorization": "Bearer k1"}).text.count(b.id) >= 1
     # The same progress as JSON (what `blendserve status` shows), under the same keys.

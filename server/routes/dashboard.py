@@ -1,10 +1,14 @@
 """/dashboard: a server-rendered page of batches, workers and throughput; no JavaScript build step.
 
 With BLENDSERVE_API_KEYS set, a browser cannot send an Authorization header
-from the address bar, so the key may come once as `?key=` (answered by a
-redirect that stores it in an HttpOnly, SameSite=Strict cookie and drops it
-from the URL) or on every request as a Bearer header. Each key sees its own
-batches, exactly as through the API.
+from the address bar, so the page offers a form that POSTs the key once to
+`/dashboard/login` (a POST: the key never lands in an access log, a proxy's
+log or the browser's history). The answer is a signed, expiring session
+cookie that names the tenant, never the key (server/sessions.py): HttpOnly,
+SameSite=Strict, Secure per BLENDSERVE_COOKIE_SECURE. A login POSTed from
+another site is refused, so a link cannot log a victim into someone else's
+dashboard. A Bearer header works on every request as well. Each tenant sees
+its own batches, exactly as through the API.
 
 `/dashboard/batches/{id}` is the same progress as JSON (done/total, tokens/s,
 ETA and where the ETA came from), for `blendserve status` and
@@ -12,9 +16,9 @@ ETA and where the ETA came from), for `blendserve status` and
 """
 from __future__ import annotations
 
-import hmac
 import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -24,17 +28,19 @@ from sqlalchemy import select
 
 from core.models import Batch
 from server import dashboard
-from server.deps import StateDep, owner_of_key
+from server.auth import bearer, session_cookie
+from server.deps import AppState, StateDep
+from server.errors import APIError, check_id
+from server.sessions import COOKIE
 
 router = APIRouter(tags=["dashboard"])
 templates = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
-COOKIE = "blendserve_key"
 REFRESH_S = 5
 
 _LOGIN = """<!doctype html><html><head><meta charset="utf-8"><title>BlendServe dashboard</title></head>
 <body style="font: 14px system-ui, sans-serif; margin: 2rem"><h1>BlendServe</h1><p>{message}</p>
-<form method="get" action="/dashboard"><label>API key <input name="key" type="password" autofocus></label>
-<button type="submit">Open</button></form></body></html>"""
+<form method="post" action="/dashboard/login"><label>API key <input name="key" type="password" autofocus
+autocomplete="off"></label> <button type="submit">Open</button></form></body></html>"""
 
 
 class BatchProgress(BaseModel):
@@ -48,33 +54,56 @@ class BatchProgress(BaseModel):
     eta_source: str | None     # "observed" (its own rate) | "estimate" (the planner's, before enough ran)
 
 
-def _owner(request: Request, keys: list[str]) -> str | None:
-    """The caller's owner digest; "" without keys configured; None when no valid key came."""
-    if not keys:
+def _owner(request: Request, st: AppState) -> str | None:
+    """The caller's tenant from a Bearer key or a session cookie; "" without keys configured; None: neither."""
+    if not st.keyring:
         return ""
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    token = token.strip() if scheme.lower() == "bearer" else request.cookies.get(COOKIE, "")
-    for k in keys:
-        if token and hmac.compare_digest(k.encode(), token.encode()):
-            return owner_of_key(k)
-    return None
+    token = bearer(request.scope)
+    if token is not None:
+        return st.keyring.owner_of(token)
+    return st.signer.owner(session_cookie(request.scope), st.keyring)
 
 
-@router.get("/dashboard", response_class=HTMLResponse, responses={303: {"description": "key stored in a cookie"},
-                                                                  401: {"description": "the key form"}})
-def page(request: Request, st: StateDep, key: str | None = None) -> Response:
-    keys = st.settings.api_key_list()
-    if key is not None:
-        if not key.isascii() or not key.isprintable() or any(c in key for c in ' ;,"\\'):
-            return HTMLResponse(_LOGIN.format(message="That is not an API key."), status_code=401)
-        to = RedirectResponse("/dashboard", status_code=303)
-        to.set_cookie(COOKIE, key, httponly=True, samesite="strict", secure=request.url.scheme == "https")
-        return to
-    owner = _owner(request, keys)
+def _same_site(request: Request) -> bool:
+    """A login must come from this dashboard's own form: a cross-site POST (login CSRF) is refused."""
+    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    return origin is None or urlsplit(origin).netloc == request.headers.get("host")
+
+
+@router.post("/dashboard/login", response_class=HTMLResponse, responses={
+    303: {"description": "a session cookie, then the dashboard"}, 401: {"description": "the key form again"}})
+async def login(request: Request, st: StateDep) -> Response:
+    if not _same_site(request):
+        return HTMLResponse(_LOGIN.format(message="Log in from this dashboard's own page."), status_code=403)
+    form = parse_qs((await request.body()).decode("utf-8", errors="replace"), max_num_fields=4)
+    key = (form.get("key") or [""])[0].strip()
+    found = st.keyring.lookup(key) if key else None
+    if st.keyring and found is None:
+        return HTMLResponse(_LOGIN.format(message="That is not a valid API key."), status_code=401)
+    to = RedirectResponse("/dashboard", status_code=303)
+    if found is not None:
+        secure = {"always": True, "never": False}.get(st.settings.cookie_secure, request.url.scheme == "https")
+        to.set_cookie(COOKIE, st.signer.issue(*found), max_age=st.settings.session_ttl_s, httponly=True,
+                      samesite="strict", secure=secure, path="/dashboard")
+    return to
+
+
+@router.post("/dashboard/logout", response_class=HTMLResponse, responses={303: {"description": "the key form"}})
+def logout() -> Response:
+    to = RedirectResponse("/dashboard", status_code=303)
+    to.delete_cookie(COOKIE, path="/dashboard")
+    return to
+
+
+@router.get("/dashboard", response_class=HTMLResponse, responses={401: {"description": "the key form"}})
+def page(request: Request, st: StateDep) -> Response:
+    owner = _owner(request, st)
     if owner is None:
         return HTMLResponse(_LOGIN.format(message="Enter an API key to see its batches."), status_code=401)
     with st.read_sessions() as s:
-        snap = dashboard.snapshot(s, owner if keys else None, st.settings.lease_seconds)
+        snap = dashboard.snapshot(s, owner if st.keyring else None, st.settings.lease_seconds)
     return templates.TemplateResponse(request, "dashboard.html", {
         "refresh": REFRESH_S, "updated": time.strftime("%H:%M:%S", time.localtime(snap["now"])),
         "batches": snap["batches"], "workers": snap["workers"], "rounds": snap["rounds"],
@@ -86,13 +115,13 @@ def page(request: Request, st: StateDep, key: str | None = None) -> Response:
 @router.get("/dashboard/batches/{batch_id}", responses={401: {"description": "no valid key"},
                                                          404: {"description": "no such batch for this key"}})
 def progress(batch_id: str, request: Request, st: StateDep) -> BatchProgress:
-    keys = st.settings.api_key_list()
-    owner = _owner(request, keys)
+    """Authenticated by the front door (server/auth.py: a Bearer key or a session cookie)."""
+    owner = request.scope.get("state", {}).get("owner")
     if owner is None:
-        return JSONResponse({"detail": "a valid API key is required"}, status_code=401)
+        raise APIError(401, "A valid API key is required.", code="invalid_api_key")
     with st.read_sessions() as s:
-        q = select(Batch).where(Batch.id == batch_id)
-        b = s.scalar(q if not keys else q.where(Batch.owner == owner))
+        q = select(Batch).where(Batch.id == check_id("batch", batch_id))
+        b = s.scalar(q if not st.keyring else q.where(Batch.owner == owner))
         if b is None:
             return JSONResponse({"detail": f"no batch {batch_id}"}, status_code=404)
         v = dashboard.batch_view(s, b, time.time())

@@ -47,7 +47,8 @@ async def create_file(request: Request, st: StateDep, owner: OwnerDep) -> dict:
                            param=unknown[0][:64], code="unknown_parameter")
         purpose = up.fields.get("purpose")
         if purpose is None:
-            raise APIError(400, "Missing required parameter: 'purpose'.", param="purpose", code="missing_required_parameter")
+            raise APIError(400, "Missing required parameter: 'purpose'.", param="purpose",
+                           code="missing_required_parameter")
         if purpose not in UPLOAD_PURPOSES:
             raise APIError(400, f"Invalid purpose '{purpose}': this service accepts {list(UPLOAD_PURPOSES)}.",
                            param="purpose", code="invalid_value")
