@@ -46,7 +46,7 @@ def child(engine_name: str, sizes: list[int], runs: int, prompt: int, output: in
         engine = CpuEngine(path, SMOLLM2)
     else:
         from worker.engines.vllm import VllmEngine, VllmOptions
-        engine = VllmEngine(path, SMOLLM2, dataclasses.replace(VllmOptions.from_env(), max_num_seqs=max(sizes)))
+        engine = VllmEngine(path, SMOLLM2, dataclasses.replace(VllmOptions.from_settings(), max_num_seqs=max(sizes)))
     no_eos = tuple((t, -100.0) for t in eos_token_ids(path))
     rng = random.Random(seed)
 

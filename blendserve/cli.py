@@ -180,13 +180,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     host = _host(s, args.host)
     upgrade(s.db_url)
     print("blendserve: preparing models (the first start converts SmolLM2, about half a minute)...", file=sys.stderr)
-    model_paths(s)
+    served = list(model_paths(s))
     base = [sys.executable, "-m", "blendserve", "--log-level", args.log_level]
     roles = {
         "api": base + ["api", "--host", host, "--port", str(args.port)],
         "scheduler": base + ["scheduler"] + (["--planner", args.planner] if args.planner else []),
         "worker": base + ["worker", "--engine", "cpu"],
     }
+    for name in served[1:]:     # one CPU worker per served model (the default: all-MiniLM-L6-v2 beside SmolLM2)
+        roles[f"worker {name}"] = base + ["worker", "--engine", "cpu", "--model", name]
     stopping = threading.Event()
     _stop_on_signal(stopping)       # before the children exist: a stop now must not orphan them
     procs = {name: subprocess.Popen(cmd) for name, cmd in roles.items()}

@@ -106,28 +106,22 @@ def sampled_lengths(w, bodies: list[dict], model_path: Path, name: str, count: i
 
 
 def engine_config(gpu: str, model, overlap: str):
-    """The simulated engine: a GPU engine's defaults, or for ``cpu`` the CPU engine's own knobs
-    (worker/engines/cpu/engine.py and its BLENDSERVE_CPU_* variables: step budget, running cap, KV pool). The ``cpu`` profile's rates are measured on that engine, so no
-    kernel efficiency is applied on top of them."""
+    """The simulated engine: a GPU engine's defaults, or for ``cpu`` the CPU engine's own settings
+    (``CpuEngineSettings``: step budget, running cap, KV pool). The ``cpu`` profile's rates are measured on
+    that engine, so no kernel efficiency is applied on top of them."""
     from scheduler.simulator.engine import EngineConfig
 
     if gpu != "cpu":
         return EngineConfig(overlap=overlap)
-    import os
-
-    from worker.engines.cpu import engine as cpu
-
-    def env(name: str, default: float) -> float:
-        return float(os.environ.get(name) or default)
-
+    from core.config import get_settings
     from worker.engines.cpu.model import default_dtype
 
+    cpu = get_settings().cpu
     # The pool holds K/V in the weights' dtype (bfloat16 where the CPU has it); the profile counts bf16.
     kv_bytes = model.kv_bytes_per_token * (default_dtype().itemsize // 2)
-    block = int(env("BLENDSERVE_CPU_BLOCK_SIZE", cpu.DEFAULT_BLOCK_SIZE))
-    pool = int(env("BLENDSERVE_CPU_KV_GB", cpu.DEFAULT_KV_GB) * 2**30 // kv_bytes) // block * block
-    step = int(env("BLENDSERVE_CPU_MAX_BATCHED_TOKENS", cpu.DEFAULT_STEP_TOKENS))
-    return EngineConfig(step_tokens=step, max_running=min(step, int(env("BLENDSERVE_CPU_MAX_BATCH", cpu.DEFAULT_MAX_RUNNING))),
+    pool = int(cpu.kv_gb * 2**30 // kv_bytes) // cpu.block_size * cpu.block_size
+    step = cpu.max_batched_tokens
+    return EngineConfig(step_tokens=step, max_running=min(step, cpu.max_batch),
                         kv_capacity_tokens=pool, efficiency=1.0, overlap=overlap)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-PROMPT_KEYS = ("messages", "prompt")   # what a row does not copy: it stays in the input file
+PROMPT_KEYS = ("messages", "prompt", "input")   # what a row does not copy: it stays in the input file
 SPECIAL_MARGIN = 2      # tokens a tokenizer may add beyond the text's bytes (BOS, a SentencePiece space)
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
 UNSUPPORTED = {  # parameters we refuse rather than silently ignore
@@ -43,6 +43,7 @@ class ModelInfo:
     render_chat: Callable[[list[dict]], str]           # messages -> prompt text (chat template applied)
     encode: Callable[[list[str]], list[list[int]]]     # batch of texts -> token ids (no extra special tokens)
     encode_prompt: Callable[[list[str]], list[list[int]]]  # completions prompts (tokenizer's own special tokens)
+    task: str = "generate"      # "embed": an embedding model, served on /v1/embeddings only (core/embeddings.py)
 
 
 class BodyError(Exception):
@@ -145,14 +146,23 @@ def prompt_text(endpoint: str, body: dict, info: ModelInfo) -> str:
     """The exact text the model sees for a validated body (chat template applied)."""
     if endpoint == "/v1/chat/completions":
         return info.render_chat(check_messages(body["messages"]))
+    if endpoint == "/v1/responses":
+        from core.responses_api import chat_messages
+
+        return info.render_chat(chat_messages(body))
     prompt = body["prompt"]
     return prompt[0] if isinstance(prompt, list) else prompt
 
 
 def tokenize(endpoint: str, bodies: list[dict], info: ModelInfo) -> list[list[int]]:
-    """Token ids of validated bodies with string prompts: the ids every role uses."""
+    """Token ids of validated bodies with string prompts: the ids every role uses (an embeddings body's
+    inputs joined into one array: core/embeddings.py)."""
+    if endpoint == "/v1/embeddings":
+        from core import embeddings
+
+        return embeddings.tokenize(bodies, info)
     texts = [prompt_text(endpoint, b, info) for b in bodies]
-    return info.encode(texts) if endpoint == "/v1/chat/completions" else info.encode_prompt(texts)
+    return info.encode_prompt(texts) if endpoint == "/v1/completions" else info.encode(texts)
 
 
 def model_info(name: str, path: Path, tokenizer: Any = None) -> ModelInfo:
@@ -166,9 +176,14 @@ def model_info(name: str, path: Path, tokenizer: Any = None) -> ModelInfo:
     """
     from tokenizers import Tokenizer
 
+    from core.embedstore import is_embedding_checkpoint
     from core.modelstore import context_length, load_tokenizer
     from core.segments import SegmentEncoder
 
+    if is_embedding_checkpoint(path):
+        from core.embeddings import embed_model_info
+
+        return embed_model_info(name, path, tokenizer)
     tok = tokenizer if tokenizer is not None else load_tokenizer(path)
     backend = Tokenizer.from_str(tok.backend_tokenizer.to_str())
     backend.no_truncation()

@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.owners import Keyring
@@ -16,6 +17,99 @@ from core.owners import Keyring
 PLANNERS = ("blendserve", "dfs", "fcfs")    # execution orders; dfs and fcfs are the baselines
 
 SMOLLM2 = "SmolLM2-135M-Instruct"
+
+
+class ServerEngineSettings(BaseSettings):
+    """The `openai` engine (worker/engines/server/): a worker in front of a running OpenAI-compatible server
+    (`vllm serve`, SGLang's launch_server or router). What the server reports wins over these, except where
+    a figure here is set: behind a router, the server reports one replica's cache, not the fleet's."""
+    model_config = SettingsConfigDict(env_prefix="BLENDSERVE_SERVER_", extra="ignore")
+
+    url: str = ""                             # the server's base URL, e.g. http://vllm:8000 (a trailing /v1 is fine)
+    api_key: str = ""                         # sent as a Bearer token; "": none
+    model: str = ""                           # the server's name for the model; "": its only one, or the worker's
+    kv_tokens: int = 0                        # KV capacity in tokens; 0: what the server reports (else 65536)
+    max_in_flight: int = 0                    # requests in flight at most; 0: twice the server's running cap (256)
+    in_flight_kv: float = 2.0                 # prompt + max_tokens in flight, as a multiple of the KV capacity
+    step_tokens: int = 0                      # tokens a step carries (the planner's blend); 0: the server's, else 2048
+    hardware: str = ""                        # the planner's profile of the server's device (h100-sxm, cpu, ...)
+    connect_timeout_s: float = 10.0           # to open a connection; a generation itself has no time limit
+    health_interval_s: float = 5.0            # probe /health this often while requests are in flight
+    retry_max_s: float = 10.0                 # longest wait between probes of a server that is down
+
+
+class CpuEngineSettings(BaseSettings):
+    """The embedded CPU engine (worker/engines/cpu). Defaults measured on 2-16 core machines (BENCHMARKS.md)."""
+    model_config = SettingsConfigDict(env_prefix="BLENDSERVE_CPU_", extra="ignore", env_ignore_empty=True)
+
+    threads: int = Field(0, ge=0)             # torch threads; 0: every CPU the process may run on
+    # K/V pool in GiB, in the model's dtype (93K tokens of SmolLM2 in bfloat16); pages are mapped as blocks are
+    # first used. Past 2 GiB a CPU's decode step is bound by reading the K/V anyway.
+    kv_gb: float = Field(2.0, gt=0)
+    block_size: int = Field(16, gt=0)         # vLLM's default: short shared prefixes still fill whole blocks
+    max_batch: int = Field(256, gt=0)         # running sequences at most (the KV pool bounds them first)
+    max_batched_tokens: int = Field(1024, gt=0)   # a step's tokens: every decode plus prefill chunks up to this
+    rush_tokens: int = Field(256, ge=0)       # batch tokens a step carries while interactive requests are about
+    cut_in: bool = True                       # interactive prompts run between two layers of the step in flight
+    native: bool = True                       # the C++ decode-attention kernel; False: torch's SDPA path
+
+
+class SpeculativeSettings(BaseSettings):
+    """N-gram speculative decoding, one switch for every engine (worker/engines/speculative.py)."""
+    model_config = SettingsConfigDict(env_prefix="BLENDSERVE_SPEC_", extra="ignore", env_ignore_empty=True, populate_by_name=True)
+
+    # BLENDSERVE_SPECULATIVE: ngram | off; unset: each engine's default (ngram on the CPU engine, off elsewhere).
+    method: Literal["ngram", "off"] | None = Field(None, validation_alias="BLENDSERVE_SPECULATIVE")
+    tokens: int = Field(8, ge=0)              # draft tokens a step at most
+    ngram_min: int = Field(2, gt=0)           # a single matching token too often continues differently (chat)
+    ngram_max: int = Field(3, gt=0)
+    max_running: int = Field(4, ge=0)         # CPU engine: drafts only in steps of at most this many sequences
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _method(cls, v: object) -> object:
+        if isinstance(v, str):
+            v = v.strip().lower()
+            return "off" if v in ("0", "false", "no", "none") else (v or None)
+        return v
+
+
+class VllmSettings(BaseSettings):
+    """The in-process vLLM engine (worker/engines/vllm.py); every other vLLM argument keeps vLLM's default."""
+    model_config = SettingsConfigDict(env_prefix="BLENDSERVE_VLLM_", extra="ignore", env_ignore_empty=True)
+
+    max_num_seqs: int = Field(64, gt=0)
+    block_size: int = Field(32, gt=0)
+    max_num_batched_tokens: int = Field(4096, gt=0)
+    enforce_eager: bool = True                # CUDA graphs / torch.compile: ~170 s to start on CPU instead of ~36 s
+    dtype: str = ""                           # "": bfloat16 where the device computes it natively, else float32
+    num_blocks: int | None = Field(None, gt=0)   # KV blocks instead of what the device's memory allows
+
+
+class SglangSettings(BaseSettings):
+    """The in-process SGLang engine (worker/engines/sglang.py); every other SGLang argument keeps SGLang's default."""
+    model_config = SettingsConfigDict(env_prefix="BLENDSERVE_SGLANG_", extra="ignore", env_ignore_empty=True)
+
+    mem_fraction_static: float | None = Field(None, gt=0, lt=1)   # GPU memory for weights + KV; None: SGLang's
+    max_total_tokens: int | None = Field(None, gt=0)   # KV pool in tokens instead of what the memory allows
+    chunked_prefill_size: int = Field(2048, gt=0)   # a mixed step's tokens: decodes + prefill chunk (the blend)
+    max_running_requests: int | None = Field(None, gt=0)   # SGLang's running cap; None: SGLang's own
+    in_flight_kv: float = Field(2.0, gt=0)    # prompt + max_tokens handed to SGLang, as a multiple of its KV pool
+    deterministic: bool = False               # SGLang's deterministic inference: honours `seed`, costs throughput
+    device: str = ""                          # "": SGLang's (cuda); "cpu": the CPU test bed (scripts/setup_sglang.sh)
+    attention_backend: str = ""               # "": SGLang's choice; torch_native on the CPU test bed
+    disable_cuda_graph: bool = False          # CUDA graphs capture decode steps (start-up cost, faster decode)
+    dtype: str = ""                           # "": the checkpoint's (SGLang's "auto")
+
+
+class EchoSettings(BaseSettings):
+    """The echo engine (worker/engines/echo.py): no model, paced replies, for control-plane tests and benchmarks."""
+    model_config = SettingsConfigDict(env_prefix="BLENDSERVE_ECHO_", extra="ignore", env_ignore_empty=True)
+
+    tokens_per_s: float = Field(50.0, gt=0)   # decode tokens a second, per request
+    prefill_tokens_per_s: float = Field(20000.0, gt=0)
+    max_running: int = Field(256, gt=0)
+    cache_tokens: int = Field(500_000, gt=0)  # the prefix cache it models, in tokens
 
 
 class Settings(BaseSettings):
@@ -71,9 +165,15 @@ class Settings(BaseSettings):
     worker_port: int = 0                      # 0: any free port; rank r of a process takes worker_port + r
     worker_advertise_host: str = ""           # the host the API dials; "": worker_host (or the hostname)
 
-    cpu_threads: int = 0                      # 0 = the engine's measured default
-    cpu_max_batch: int = 256                  # running sequences at most (the KV pool bounds them first)
+    log_format: Literal["plain", "json"] = "plain"   # json: one JSON object a line, for log shippers
+    # Engines, each its own env prefix (BLENDSERVE_CPU_*, BLENDSERVE_VLLM_*, ...).
+    cpu: CpuEngineSettings = Field(default_factory=CpuEngineSettings)
+    vllm: VllmSettings = Field(default_factory=VllmSettings)
+    spec: SpeculativeSettings = Field(default_factory=SpeculativeSettings)
+    echo: EchoSettings = Field(default_factory=EchoSettings)
+    sglang: SglangSettings = Field(default_factory=SglangSettings)
     tp: int = 1                               # tensor-parallel GPUs per worker (GPU engines)
+    server_engine: ServerEngineSettings = Field(default_factory=ServerEngineSettings)  # BLENDSERVE_SERVER_*
 
     @property
     def sqlite_path(self) -> Path:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 
 PLAIN = "%(asctime)s %(name)s %(levelname)s %(message)s"
@@ -23,10 +22,8 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False)
 
 
-def configure(level: str) -> None:
-    fmt = os.environ.get("BLENDSERVE_LOG_FORMAT", "plain").lower()
-    if fmt not in ("plain", "json"):
-        raise SystemExit(f"BLENDSERVE_LOG_FORMAT must be plain or json, not {fmt!r}")
+def configure(level: str, fmt: str = "plain") -> None:
+    """Root logging for a role: ``fmt`` is Settings.log_format (``plain`` or ``json``)."""
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(PLAIN))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)

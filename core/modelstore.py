@@ -183,8 +183,10 @@ def load_tokenizer(path: Path) -> PreTrainedTokenizerFast:
     """The checkpoint's tokenizer, chat template included."""
     from transformers import AutoTokenizer
 
+    from core.embedstore import is_embedding_checkpoint
+
     tok = AutoTokenizer.from_pretrained(str(path))
-    if not tok.chat_template:
+    if not tok.chat_template and not is_embedding_checkpoint(path):     # an embedding model renders no chat
         raise ValueError(f"the tokenizer in {path} has no chat template")
     return tok
 

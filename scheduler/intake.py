@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core import counts
 from core.config import Settings
+from core.embeddings import token_count     # an embeddings row joins its inputs
 from core.models import Batch, File, Request
 from core.storage import FileStore
 from scheduler.validation import (
@@ -164,7 +165,7 @@ ROW_COLUMNS = ("batch_id", "line", "custom_id", "model", "body", "input_offset",
 def _row(batch_id: str, r: ValidRequest) -> tuple:
     done = r.prompt_ids is not None
     return (batch_id, r.line, r.custom_id, r.model, orjson.dumps(r.params()).decode(), r.offset, r.length,
-            pack_ids(r.prompt_ids) if done else None, len(r.prompt_ids) if done else None, r.max_tokens,
+            pack_ids(r.prompt_ids) if done else None, token_count(r.prompt_ids) if done else None, r.max_tokens,
             "pending" if done else "queued", 0, 0)
 
 
@@ -273,7 +274,7 @@ def _tokenize_rows(rows, endpoint: str, file_id: str, store: FileStore,
                                                     prompt_ids=ids), info):
             failed += fail(err.code, err.message, [r])
         else:
-            ready.append({"rid": r.id, "ids": pack_ids(ids), "n": len(ids), "mt": v.max_tokens})
+            ready.append({"rid": r.id, "ids": pack_ids(ids), "n": token_count(ids), "mt": v.max_tokens})
     return ready, failed
 
 

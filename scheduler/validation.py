@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from core import embeddings, responses_api
 from core.bodies import (
     PROMPT_KEYS,
     SPECIAL_MARGIN,
@@ -117,12 +118,23 @@ def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelI
         raise BodyError("mismatched_model", f"Every line must use the same model: '{batch_model[0]}' on an earlier "
                    f"line, '{model}' here.", "body.model")
     batch_model[:1] = [model]
-    check_sampling(body)
     info = models[model]
-    if endpoint == "/v1/chat/completions":
-        messages = check_messages(body.get("messages"))
-        mt = check_int(body, "max_completion_tokens", 1)
-        mt = mt if mt is not None else check_int(body, "max_tokens", 1)
+    if endpoint == embeddings.ENDPOINT:
+        return _embeddings_line(body, lineno, cid, model, info)
+    if info.task == "embed":
+        raise BodyError("invalid_value", f"'{model}' is an embedding model: it serves only {embeddings.ENDPOINT}.",
+                        "body.model")
+    if endpoint == responses_api.ENDPOINT:
+        if body.get("stream"):
+            raise BodyError("stream_unsupported", "'stream': true is not allowed in a batch.", "stream")
+        messages, mt = responses_api.check_responses(body)
+    else:
+        check_sampling(body)
+    if endpoint in ("/v1/chat/completions", responses_api.ENDPOINT):
+        if endpoint == "/v1/chat/completions":
+            messages = check_messages(body.get("messages"))
+            mt = check_int(body, "max_completion_tokens", 1)
+            mt = mt if mt is not None else check_int(body, "max_tokens", 1)
         roles = tuple(m["role"] for m in messages)
         if roles not in skeletons:      # the template's own bytes for this sequence of roles
             try:
@@ -145,6 +157,15 @@ def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelI
                "prompt")
 
 
+def _embeddings_line(body: dict, lineno: int, cid: str, model: str, info: ModelInfo) -> ValidRequest:
+    """An embeddings line: prefill only (max_tokens 0, no decode step); token-id inputs are joined now,
+    texts are tokenized later unless their bound does not fit (core/embeddings.py)."""
+    inputs = embeddings.check_embeddings(body, info)
+    if inputs.ids is not None:
+        return ValidRequest(lineno, cid, body, model, 0, prompt_ids=embeddings.join(inputs.ids))
+    return ValidRequest(lineno, cid, body, model, 0, bound=embeddings.bound(inputs))
+
+
 def read_body(line: bytes) -> dict:
     """The body of a line that passed validation, read back from the input file."""
     try:
@@ -155,6 +176,9 @@ def read_body(line: bytes) -> dict:
 
 def context_error(r: ValidRequest, info: ModelInfo) -> LineError | None:
     """Fill in a missing max_tokens from the exact prompt length, or say why the request cannot fit."""
+    if info.task == "embed":        # each input must fit on its own; nothing is generated
+        err = embeddings.context_error(r.prompt_ids, info)
+        return LineError(r.line, err.code, err.message, err.param) if err else None
     n = len(r.prompt_ids)
     if n + (r.max_tokens or 1) > info.context_length:
         return LineError(r.line, "context_length_exceeded",

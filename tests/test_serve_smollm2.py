@@ -10,6 +10,7 @@ import time
 import httpx
 
 from core.config import SMOLLM2
+from core.embedstore import MINILM
 from tests.live import free_port, read_lines, run_batch
 
 
@@ -35,7 +36,7 @@ def test_serve_answers_with_smollm2(tmp_path, smollm2_models):
         import openai
 
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
-        assert [m.id for m in client.models.list()] == [SMOLLM2]
+        assert [m.id for m in client.models.list()] == [SMOLLM2, MINILM]    # the embedding model beside it
         rows = [{"custom_id": "paris", "method": "POST", "url": "/v1/chat/completions",
                  "body": {"model": SMOLLM2, "temperature": 0, "max_tokens": 24,
                           "messages": [{"role": "user", "content": "Complete the sentence: The capital of France is"}]}}]
@@ -43,6 +44,14 @@ def test_serve_answers_with_smollm2(tmp_path, smollm2_models):
         assert b.status == "completed", b.errors
         answer = read_lines(client, b.output_file_id)[0]["response"]["body"]["choices"][0]["message"]["content"]
         assert "Paris" in answer
+        while True:     # the embedding worker answers once its row is read (within a second of its first beat)
+            try:
+                emb = client.embeddings.create(model=MINILM, input=["Paris", "France"])
+                break
+            except openai.APIStatusError as e:
+                assert e.status_code == 503 and time.time() < deadline
+                time.sleep(0.5)
+        assert [len(d.embedding) for d in emb.data] == [384, 384]
         text = (tmp_path / "serve.log").read_text()
         assert "binding to 127.0.0.1 instead of 0.0.0.0" in text    # no keys: loopback only, and it says so
     finally:

@@ -17,6 +17,7 @@ that waits for its own tokens, and the engine thread never blocks on a client.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import queue
@@ -30,6 +31,7 @@ from typing import Any
 from core.bodies import BodyError, ModelInfo, check_interactive
 from core.ids import new_id
 from worker.engines.base import GenRequest, GenResult
+from worker import interactive_api
 from worker.lane import Lane
 from worker.responses import response_body, sampling_params, usage
 
@@ -135,7 +137,7 @@ class InteractiveServer:
 
     def _serve(self, h: BaseHTTPRequestHandler) -> None:
         t0 = time.perf_counter()
-        if h.path not in ENDPOINTS:
+        if h.path not in ENDPOINTS and h.path not in interactive_api.ENDPOINTS:
             return _json(h, 404, _error(f"Unknown path {h.path}.", "not_found", None, "invalid_request_error"))
         if self.closing:
             return _json(h, 503, _error("The worker is stopping.", "worker_stopping", None, "server_error"))
@@ -144,12 +146,20 @@ class InteractiveServer:
             if length > MAX_BODY:
                 raise BodyError("request_too_large", f"The body exceeds {MAX_BODY} bytes.")
             body = json.loads(h.rfile.read(length) or b"null")
-            req = check_interactive(h.path, body, self.info)
-            params = sampling_params(body, req.max_tokens)
+            if h.path in interactive_api.ENDPOINTS:
+                api_req, streaming = interactive_api.prepare(self, h.path, body)
+            elif self.info.task == "embed":
+                raise BodyError("invalid_value", f"'{self.model_name}' is an embedding model: it serves only "
+                                f"{interactive_api.ENDPOINTS[0]}.", "model")
+            else:
+                req = check_interactive(h.path, body, self.info)
+                params = sampling_params(body, req.max_tokens)
         except json.JSONDecodeError as e:
             return _json(h, 400, _error(f"The body is not valid JSON: {e.msg}.", "invalid_json", None))
         except BodyError as e:
             return _json(h, 400, _error(e.message, e.code, e.param))
+        if h.path in interactive_api.ENDPOINTS:
+            return self._serve_api(h, api_req, streaming, body)
         key = self.lane.new_key()
         call = self.calls[key] = _Call(key, h.path)
         text = _TextStream(self.tokenizer, params.stop) if req.stream else None
@@ -166,6 +176,20 @@ class InteractiveServer:
         finally:
             del self.calls[key]
             log.debug("interactive %d: %.1f ms", key, (time.perf_counter() - t0) * 1e3)
+
+    def _serve_api(self, h: BaseHTTPRequestHandler, req: GenRequest, streaming: bool, body: dict) -> None:
+        """/v1/embeddings and /v1/responses (worker/interactive_api.py): the same lane, their own answers."""
+        call = self.calls[req.key] = _Call(req.key, h.path)
+        if streaming:
+            req = dataclasses.replace(req, on_tokens=lambda ids: call.events.put(("tokens", ids)))
+        self.lane.put(req)
+        try:
+            (interactive_api.stream if streaming else interactive_api.reply)(self, h, call, body)
+        except (BrokenPipeError, ConnectionResetError):
+            if not call.finished:          # the caller left: the engine drops the request at its next step
+                self.lane.cancel(req.key)
+        finally:
+            del self.calls[req.key]
 
     def _next(self, h: BaseHTTPRequestHandler, call: _Call) -> tuple[str, Any]:
         """The call's next event; raises ConnectionResetError if the caller hung up while it waited."""

@@ -65,7 +65,7 @@ from core.db import make_sessionmaker, shared_engine
 from core.ids import new_id
 from core.migrate import upgrade
 from core.models import Batch, Request, Worker
-from worker import claims, writes
+from worker import api_results, claims, writes
 from worker.engines.base import Engine, GenRequest, GenResult, engine_stats
 from worker.interactive import InteractiveServer
 from worker.lane import Lane, Share
@@ -234,6 +234,7 @@ class WorkerService:
         self.id = new_id("worker_")
         self.held: dict[int, _Held] = {}
         self.meta: dict[int, tuple[int, str, str]] = {}   # request id -> (chunk id, batch id, endpoint)
+        self.bodies: dict[int, dict] = {}       # request id -> its body, where the result echoes it (api_results)
         self.suspects: list[_Suspect] = []
         self.live, self.claims = _shared(self.sessions)
         self.writer = writes.shared(self.sessions)
@@ -357,6 +358,8 @@ class WorkerService:
                     continue
                 with self.lock:
                     held.outstanding += 1
+                if r.endpoint in api_results.ENDPOINTS:     # their bodies echo the request's settings
+                    self.bodies[r.id] = r.body
                 if r.attempts > 0:
                     self.suspects.append(_Suspect(cid, req, r.batch_id, r.endpoint, r.attempts))
                     continue
@@ -420,6 +423,7 @@ class WorkerService:
         if batch_id in self.live and not self.held[cid].lost and not self.stop.is_set():
             return False
         del self.meta[key]
+        self.bodies.pop(key, None)
         with self.lock:
             self.held[cid].outstanding -= 1
             self._maybe_release(cid)
@@ -502,9 +506,14 @@ class WorkerService:
             return
         cid, _, endpoint = self.meta.pop(res.key)
         self.writer.put(self.id, {"b_id": res.key, "b_status": "completed",
-                                  "b_response": response_body(endpoint, self.engine.model_name, res),
+                                  "b_response": self._response(endpoint, res),
                                   "b_error": None, "b_out": res.completion_tokens, "b_cached": res.cached_tokens},
                         lambda: self._settled(cid))
+
+    def _response(self, endpoint: str, res: GenResult) -> dict:
+        if endpoint in api_results.ENDPOINTS:
+            return api_results.result_body(endpoint, self.engine.model_name, res, self.bodies.pop(res.key, {}))
+        return response_body(endpoint, self.engine.model_name, res)
 
     def _settle_failed(self, cid: int, key: int, message: str, counted: bool = False) -> None:
         """The request fails alone, with its own error line (written in order with the results)."""
@@ -547,6 +556,7 @@ class WorkerService:
             for cid in list(self.held):
                 self._give_back(cid)
         self.meta.clear()
+        self.bodies.clear()
         with self.lock:
             self.losses += 1
         self.suspects.clear()

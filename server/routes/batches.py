@@ -22,7 +22,7 @@ from server.status import batch_status
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"])
 
-ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
+ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses")
 CANCELLABLE = ("validating", "in_progress")
 
 

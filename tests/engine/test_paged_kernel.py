@@ -71,9 +71,12 @@ def test_kernel_rejects_what_it_cannot_read(kernel) -> None:
                BS, 0.125)
 
 
-def test_the_torch_path_can_be_chosen(monkeypatch) -> None:
+def test_the_torch_path_can_be_chosen(tiny_model, monkeypatch) -> None:
+    from worker.engines.cpu import CpuEngine
+
+    assert CpuEngine(tiny_model, "tiny", threads=1, kv_capacity_tokens=64).decode_kernel is not None
     monkeypatch.setenv("BLENDSERVE_CPU_NATIVE", "0")
-    assert paged_decode.__wrapped__() is None
+    assert CpuEngine(tiny_model, "tiny", threads=1, kv_capacity_tokens=64).decode_kernel is None
 
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from core.modelstore import load_tokenizer
@@ -88,21 +89,24 @@ def test_prompt_lookup_proposes_what_followed_the_latest_match() -> None:
 
 def test_switch_reads_the_environment_and_configures_vllm_and_sglang(monkeypatch) -> None:
     monkeypatch.delenv("BLENDSERVE_SPECULATIVE", raising=False)
-    assert not SpecConfig.from_env().on
-    assert SpecConfig.from_env().vllm() is None and SpecConfig.from_env().sglang() == {}
+    assert not SpecConfig.from_settings().on
+    assert SpecConfig.from_settings().vllm() is None and SpecConfig.from_settings().sglang() == {}
     monkeypatch.setenv("BLENDSERVE_SPECULATIVE", "ngram")
     monkeypatch.setenv("BLENDSERVE_SPEC_TOKENS", "5")
-    spec = SharedSpecConfig.from_env()
+    spec = SharedSpecConfig.from_settings()
     assert spec.on and spec.tokens == 5
     assert spec.vllm() == {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 2,
                            "prompt_lookup_max": 3}
     assert spec.sglang() == {"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 5}
     from worker.engines.vllm import VllmOptions  # vLLM itself is not needed to build its arguments
 
-    args = VllmOptions.from_env().engine_args(Path("/m"), "m")
+    args = VllmOptions.from_settings().engine_args(Path("/m"), "m")
     assert args["speculative_config"]["method"] == "ngram"
     monkeypatch.setenv("BLENDSERVE_SPECULATIVE", "off")
-    assert "speculative_config" not in VllmOptions.from_env().engine_args(Path("/m"), "m")
+    assert "speculative_config" not in VllmOptions.from_settings().engine_args(Path("/m"), "m")
+    monkeypatch.setenv("BLENDSERVE_SPECULATIVE", "eagle")            # a typo fails at start, not silently
+    with pytest.raises(ValueError, match="ngram"):
+        SpecConfig.from_settings()
 
 
 def test_the_cpu_engine_speculates_by_default_in_small_steps_only(tiny_model: Path, monkeypatch) -> None:
@@ -133,7 +137,7 @@ def test_no_drafts_in_steps_of_more_sequences_than_the_limit(tiny_model: Path, m
     once two are left they draft again; every output still equals plain decoding's."""
     monkeypatch.setenv("BLENDSERVE_SPECULATIVE", "ngram")
     monkeypatch.setenv("BLENDSERVE_SPEC_MAX_RUNNING", "2")
-    spec = SharedSpecConfig.from_env()
+    spec = SharedSpecConfig.from_settings()
     assert spec.max_running == 2
     requests = [GenRequest(i, p, SamplingParams(max_tokens=4 + 6 * i, temperature=0.0))
                 for i, p in enumerate(prompts(4))]

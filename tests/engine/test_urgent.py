@@ -108,9 +108,7 @@ def test_batch_work_is_held_to_a_few_tokens_a_step_while_interactive_work_is_abo
                                                                                    monkeypatch) -> None:
     """After an interactive request, a step's batch tokens stay within the engine's rush cap for a while, so
     steps stay short for the next interactive arrival; without one, steps take the whole budget."""
-    from worker.engines.cpu import engine as cpu_engine
-
-    monkeypatch.setattr(cpu_engine, "RUSH_BATCH_TOKENS", 100)
+    monkeypatch.setenv("BLENDSERVE_CPU_RUSH_TOKENS", "100")
 
     def batch_tokens_per_step(with_hot: bool) -> list[int]:
         e = engine(tiny_model, max_running=16, step_tokens=512)
@@ -129,9 +127,7 @@ def test_a_step_carries_few_batch_sequences_while_interactive_work_runs(tiny_mod
     """Twelve batch sequences running; while an interactive one runs, each step carries at most the rush
     cap of their tokens (4 decodes; the others wait with their blocks), and every output still equals
     running alone."""
-    from worker.engines.cpu import engine as cpu_engine
-
-    monkeypatch.setattr(cpu_engine, "RUSH_BATCH_TOKENS", 4)
+    monkeypatch.setenv("BLENDSERVE_CPU_RUSH_TOKENS", "4")
     e = engine(tiny_model, max_running=16, step_tokens=512)
     e.step_log = []
     batch = [GenRequest(i, prompt(i, 8), SamplingParams(max_tokens=12, temperature=0.0)) for i in range(12)]

@@ -12,6 +12,12 @@ ENGINES = ("cpu", "sglang", "vllm", "echo")
 
 def load_engine(kind: str, model_path: Path, model_name: str, settings: Settings) -> Engine:
     if kind == "cpu":
+        from core.embedstore import is_embedding_checkpoint
+
+        if is_embedding_checkpoint(model_path):     # all-MiniLM-L6-v2 beside SmolLM2: /v1/embeddings
+            from worker.engines.embed import EmbeddingEngine
+
+            return EmbeddingEngine(model_path, model_name, threads=settings.cpu_threads or None)
         from worker.engines.cpu import CpuEngine
 
         return CpuEngine(model_path, model_name, max_running=settings.cpu_max_batch,

@@ -22,21 +22,17 @@ calls a second).
 from __future__ import annotations
 
 import heapq
-import os
 import random
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 
+from core.config import EchoSettings
 from worker.engines.base import EngineStats, GenRequest, GenResult
 
 BLOCK = 16
 STEP_S = 0.05          # a "step": how often running requests are checked for cancellation
 FILLER = 1000          # the token id every reply is made of ("x" in the text)
-
-
-def _env(name: str, default: float) -> float:
-    return float(os.environ.get(name, default))
 
 
 class _PrefixModel:
@@ -64,12 +60,14 @@ class _PrefixModel:
 class EchoEngine:
     def __init__(self, model_name: str, *, tokens_per_s: float | None = None,
                  prefill_tokens_per_s: float | None = None, max_running: int | None = None,
-                 cache_tokens: int | None = None, seed: int = 0) -> None:
+                 cache_tokens: int | None = None, seed: int = 0,
+                 config: EchoSettings | None = None) -> None:
         self.model_name = model_name
-        self.tokens_per_s = tokens_per_s or _env("BLENDSERVE_ECHO_TOKENS_PER_S", 50.0)
-        self.prefill_tokens_per_s = prefill_tokens_per_s or _env("BLENDSERVE_ECHO_PREFILL_TOKENS_PER_S", 20000.0)
-        self.max_running = int(max_running or _env("BLENDSERVE_ECHO_MAX_RUNNING", 256))
-        self.cache = _PrefixModel(int(cache_tokens or _env("BLENDSERVE_ECHO_CACHE_TOKENS", 500_000)))
+        cfg = config or EchoSettings()
+        self.tokens_per_s = tokens_per_s or cfg.tokens_per_s
+        self.prefill_tokens_per_s = prefill_tokens_per_s or cfg.prefill_tokens_per_s
+        self.max_running = max_running or cfg.max_running
+        self.cache = _PrefixModel(cache_tokens or cfg.cache_tokens)
         self.rng = random.Random(seed)
         self._running: list[tuple[float, int, GenResult]] = []
 

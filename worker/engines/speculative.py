@@ -10,17 +10,9 @@ prompt_lookup_min/max). Pure Python: importing it needs neither vLLM nor SGLang.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-DEFAULT_TOKENS = 8     # draft tokens a step at most
-DEFAULT_MIN_N = 2      # a single matching token too often continues differently (chat)
-DEFAULT_MAX_N = 3
-# Drafts only in steps of at most this many sequences (CPU engine). A CPU step costs a fixed part
-# (reading the weights) plus about its tokens: with few sequences the fixed part dominates and draft
-# tokens ride nearly free; with many, every draft token costs what a decode token does, and a draft
-# the model rejects is pure loss (BENCHMARKS.md, speculative decoding).
-DEFAULT_MAX_RUNNING = 4
+from core.config import SpeculativeSettings
 
 
 @dataclass(frozen=True)
@@ -29,23 +21,20 @@ class SpecConfig:
     ``BLENDSERVE_SPEC_MAX_RUNNING`` = the most sequences a CPU step may carry and still draft."""
 
     method: str = "off"
-    tokens: int = DEFAULT_TOKENS
-    min_n: int = DEFAULT_MIN_N
-    max_n: int = DEFAULT_MAX_N
-    max_running: int = DEFAULT_MAX_RUNNING
+    tokens: int = 8
+    min_n: int = 2
+    max_n: int = 3
+    # Drafts only in steps of at most this many sequences (CPU engine). A CPU step costs a fixed part
+    # (reading the weights) plus about its tokens: with few sequences the fixed part dominates and draft
+    # tokens ride nearly free; with many, every draft token costs what a decode token does, and a draft
+    # the model rejects is pure loss (BENCHMARKS.md, speculative decoding).
+    max_running: int = 4
 
     @classmethod
-    def from_env(cls, default: str = "off") -> SpecConfig:
-        env = os.environ.get
-        method = (env("BLENDSERVE_SPECULATIVE") or default).strip().lower()
-        if method in ("0", "false", "no", "none", ""):
-            method = "off"
-        if method not in ("off", "ngram"):
-            raise ValueError(f"BLENDSERVE_SPECULATIVE={method!r}: use 'ngram' or 'off'")
-        return cls(method, int(env("BLENDSERVE_SPEC_TOKENS") or DEFAULT_TOKENS),
-                   int(env("BLENDSERVE_SPEC_NGRAM_MIN") or DEFAULT_MIN_N),
-                   int(env("BLENDSERVE_SPEC_NGRAM_MAX") or DEFAULT_MAX_N),
-                   int(env("BLENDSERVE_SPEC_MAX_RUNNING") or DEFAULT_MAX_RUNNING))
+    def from_settings(cls, settings: SpeculativeSettings | None = None, default: str = "off") -> SpecConfig:
+        """The deployment's choice (BLENDSERVE_SPECULATIVE and BLENDSERVE_SPEC_*), ``default`` where unset."""
+        s = settings or SpeculativeSettings()
+        return cls(s.method or default, s.tokens, s.ngram_min, s.ngram_max, s.max_running)
 
     @property
     def on(self) -> bool:

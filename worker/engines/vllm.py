@@ -12,7 +12,7 @@ Prefix caching is on: that is where the planner's prefix-aware order pays.
 vLLM caches prefixes in whole KV blocks, so a smaller block size than the CPU
 default (128) lets shorter shared prefixes hit.
 
-Settings come from ``BLENDSERVE_VLLM_*`` variables (see ``VllmOptions``), and
+Settings come from ``BLENDSERVE_VLLM_*`` variables (``core.config.VllmSettings``), and
 vLLM itself reads ``VLLM_CPU_KVCACHE_SPACE`` (GiB of KV cache on CPU). On CPU
 the process must start with ``LD_PRELOAD=<venv>/lib/libiomp5.so``
 (scripts/setup_vllm.sh sets it). vLLM runs its engine core in a spawned
@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.config import SpeculativeSettings, VllmSettings
 from worker.engines.base import EngineStats, GenRequest, GenResult, device_profile
 from worker.engines.speculative import SpecConfig
 
@@ -44,15 +45,19 @@ def default_dtype() -> str:
     return "bfloat16" if torch.cuda.is_available() or cpu_dtype() == torch.bfloat16 else "float32"
 
 
+_D = VllmSettings.model_fields     # one set of defaults: the settings' own
+
+
 @dataclass(frozen=True)
 class VllmOptions:
-    """Engine arguments the service sets; every other vLLM argument keeps vLLM's default."""
+    """Engine arguments the service sets (``VllmSettings``, BLENDSERVE_VLLM_*); every other vLLM argument
+    keeps vLLM's default."""
 
-    max_num_seqs: int = 64
-    block_size: int = 32
-    max_num_batched_tokens: int = 4096
-    enforce_eager: bool = True          # CUDA graphs / torch.compile: ~170 s to start on CPU instead of ~36 s
-    dtype: str = ""                     # "": bfloat16 where the device computes it natively, else float32
+    max_num_seqs: int = _D["max_num_seqs"].default
+    block_size: int = _D["block_size"].default
+    max_num_batched_tokens: int = _D["max_num_batched_tokens"].default
+    enforce_eager: bool = _D["enforce_eager"].default
+    dtype: str = _D["dtype"].default
     # KV blocks to allocate instead of what VLLM_CPU_KVCACHE_SPACE allows (whole GiB on CPU): a
     # benchmark scales the cache down with its workload, as a real batch is many times a GPU's cache.
     num_blocks: int | None = None
@@ -60,17 +65,12 @@ class VllmOptions:
     speculative: SpecConfig = SpecConfig()
 
     @classmethod
-    def from_env(cls) -> VllmOptions:
-        env = os.environ.get
-        return cls(
-            max_num_seqs=int(env("BLENDSERVE_VLLM_MAX_NUM_SEQS", cls.max_num_seqs)),
-            block_size=int(env("BLENDSERVE_VLLM_BLOCK_SIZE", cls.block_size)),
-            max_num_batched_tokens=int(env("BLENDSERVE_VLLM_MAX_NUM_BATCHED_TOKENS", cls.max_num_batched_tokens)),
-            enforce_eager=env("BLENDSERVE_VLLM_ENFORCE_EAGER", "1") not in ("0", "false", "no"),
-            dtype=env("BLENDSERVE_VLLM_DTYPE", cls.dtype),
-            num_blocks=int(env("BLENDSERVE_VLLM_NUM_BLOCKS")) if env("BLENDSERVE_VLLM_NUM_BLOCKS") else None,
-            speculative=SpecConfig.from_env(),
-        )
+    def from_settings(cls, settings: VllmSettings | None = None,
+                      speculative: SpeculativeSettings | None = None) -> VllmOptions:
+        s = settings or VllmSettings()
+        return cls(max_num_seqs=s.max_num_seqs, block_size=s.block_size,
+                   max_num_batched_tokens=s.max_num_batched_tokens, enforce_eager=s.enforce_eager,
+                   dtype=s.dtype, num_blocks=s.num_blocks, speculative=SpecConfig.from_settings(speculative))
 
     def engine_args(self, model_path: Path, model_name: str) -> dict:
         """Keyword arguments for vllm.EngineArgs (also the flags the benchmark gives run_batch)."""
@@ -93,7 +93,7 @@ class VllmEngine:
         from vllm import EngineArgs, LLMEngine
 
         self.model_name = model_name
-        self.options = options or VllmOptions.from_env()
+        self.options = options or VllmOptions.from_settings()
         self._engine = LLMEngine.from_engine_args(EngineArgs(**self.options.engine_args(Path(model_path), model_name)))
         cache = self._engine.vllm_config.cache_config
         self._capacity = int(cache.num_gpu_blocks) * int(cache.block_size)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from core.config import CpuEngineSettings
 from core.modelstore import context_length, eos_token_ids, load_tokenizer
 from worker.engines.base import EngineStats, GenRequest, GenResult
 from worker.engines.cpu.block_manager import BlockManager
@@ -33,33 +34,20 @@ from worker.engines.cpu.scheduler import ScheduledChunk, Scheduler, Sequence, St
 from worker.engines.cpu.speculative import PromptLookup, SpecConfig, SpecStats
 from worker.engines.cpu.stops import StopChecker
 
-# Torch threads: every CPU the process may run on. During a batch the API and the
-# scheduler are idle, and on the 2-core build machine two threads ran the prefix file
-# 1.33x faster than one (BENCHMARKS.md, "Session 12: the engine on 2 threads"). The old
-# default of one thread came from timings that other sessions' niced processes disturbed:
-# with the kernel's autogroup scheduling on, nice does not order processes across sessions.
+# Torch threads by default: every CPU the process may run on. During a batch the API and the
+# scheduler are idle, and on 2 cores two threads ran the prefix file 1.33x faster than one
+# (BENCHMARKS.md, CPU engine).
 DEFAULT_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-# 2 GiB of K/V in the model's dtype: 93K tokens of SmolLM2-135M in bfloat16 (22.5 KiB a
-# token), 46K in float32, e.g. 256 sequences of 360 (180) tokens. Past that a CPU's decode
-# step is bound by reading the K/V anyway (256 x 700 tokens is 4 GB a step), so more running
-# sequences buy little; and 2 GiB leaves a laptop room for everything else.
-# Pages are mapped as blocks are first used, so a small workload costs less.
-DEFAULT_KV_GB = 2.0
-DEFAULT_BLOCK_SIZE = 16          # vLLM's default: short shared prefixes still fill whole blocks
-DEFAULT_MAX_RUNNING = 256
-DEFAULT_STEP_TOKENS = 1024       # a step's tokens: every decode plus prefill chunks up to this
 # While interactive requests arrived in the last RUSH_WINDOW_S, a step carries at most
-# RUSH_BATCH_TOKENS of batch work, decodes and prefill together (the oldest sequences first;
-# the rest keep their blocks and wait). Since a new interactive prompt cuts in between two
-# layers of the step in flight, the cap no longer sets its time to first token; it sets the
-# time between its tokens (each rides in a batch step) against the batch's speed. The
-# running cap (256) keeps every running batch sequence decoding and only holds back big prefill
-# chunks: with a 2,000-request batch and chats at 1/s, the batch kept ~1.0 of its solo speed
-# at 256 and 0.62 at 96 (which cuts the running batch to 96 sequences), chats' first token
-# within 1.1-1.3x of idle either way, their 24 tokens in ~4.9 s at 256 and ~2.5 s at 96
-# (BENCHMARKS.md, session 15). The window covers the gaps of a steady trickle (1 request/s).
+# ``rush_tokens`` (BLENDSERVE_CPU_RUSH_TOKENS) of batch work, decodes and prefill together (the
+# oldest sequences first; the rest keep their blocks and wait). Since a new interactive prompt cuts
+# in between two layers of the step in flight, the cap does not set its time to first token; it sets
+# the time between its tokens (each rides in a batch step) against the batch's speed. A cap of 256
+# keeps every running batch sequence decoding and only holds back big prefill chunks: with a
+# 2,000-request batch and chats at 1/s, the batch kept ~1.0 of its solo speed at 256 and 0.62 at 96,
+# chats' first token within 1.1-1.3x of idle either way, their 24 tokens in ~4.9 s at 256 and ~2.5 s
+# at 96 (BENCHMARKS.md, interactive latency). The window covers the gaps of a steady trickle (1/s).
 RUSH_WINDOW_S = 10.0
-RUSH_BATCH_TOKENS = DEFAULT_MAX_RUNNING
 
 
 @contextlib.contextmanager
@@ -81,11 +69,6 @@ def _one_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def _env(name: str, default: float) -> float:
-    value = os.environ.get(name, "")
-    return type(default)(value) if value.strip() else default
-
-
 class CpuEngine:
     """Llama checkpoints (SmolLM2 by default) on CPU, behind worker.engines.base.Engine."""
 
@@ -102,34 +85,37 @@ class CpuEngine:
         step_tokens: int | None = None,
         dtype: torch.dtype | None = None,
         speculative: SpecConfig | None = None,
+        config: CpuEngineSettings | None = None,
     ) -> None:
-        """Unset knobs come from BLENDSERVE_CPU_* variables, else the defaults above.
+        """Knobs left unset come from ``config`` (default: the BLENDSERVE_CPU_* settings).
 
         ``kv_capacity_tokens``, when given, sizes the pool in tokens instead of ``kv_gb``.
         """
+        cfg = config or CpuEngineSettings()
         self.model_name = model_name
-        self.threads = threads or int(_env("BLENDSERVE_CPU_THREADS", 0)) or DEFAULT_THREADS
+        self.threads = threads or cfg.threads or DEFAULT_THREADS
         model_path = Path(model_path)
         self.tokenizer = load_tokenizer(model_path)
         self.eos = set(eos_token_ids(model_path))
         self.context = context_length(model_path)
         with _one_thread():
             self.model = Llama(model_path, dtype or default_dtype())
-        self.decode_kernel = paged_decode()   # built here, once per machine, so the first step does not wait
-        self.block_size = block_size or int(_env("BLENDSERVE_CPU_BLOCK_SIZE", DEFAULT_BLOCK_SIZE))
-        self.max_running = max_running or int(_env("BLENDSERVE_CPU_MAX_BATCH", DEFAULT_MAX_RUNNING))
-        self.step_tokens = step_tokens or int(_env("BLENDSERVE_CPU_MAX_BATCHED_TOKENS", DEFAULT_STEP_TOKENS))
-        self.rush_tokens = int(_env("BLENDSERVE_CPU_RUSH_TOKENS", RUSH_BATCH_TOKENS))
-        self.cut_in = bool(_env("BLENDSERVE_CPU_CUT_IN", 1))   # interactive prompts run between layers
+        # Built here, once per machine, so the first step does not wait.
+        self.decode_kernel = paged_decode() if cfg.native else None
+        self.block_size = block_size or cfg.block_size
+        self.max_running = max_running or cfg.max_batch
+        self.step_tokens = step_tokens or cfg.max_batched_tokens
+        self.rush_tokens = cfg.rush_tokens
+        self.cut_in = cfg.cut_in   # interactive prompts run between layers
         if kv_capacity_tokens is None:
-            gb = kv_gb if kv_gb is not None else _env("BLENDSERVE_CPU_KV_GB", DEFAULT_KV_GB)
+            gb = kv_gb if kv_gb is not None else cfg.kv_gb
             kv_capacity_tokens = int(gb * 2**30) // self.model.kv_bytes_per_token()
         self.num_blocks = max(1, kv_capacity_tokens // self.block_size)
         self._fresh_cache()
         self.step_log: list[Step] | None = None   # set to [] to record every step (benchmarks, tests)
         # On by default here, in steps of at most 4 sequences: measured faster on rewrite and chat
         # alike there (BENCHMARKS.md, session 14); vLLM and SGLang stay off unless set.
-        self.spec = speculative or SpecConfig.from_env(default="ngram")
+        self.spec = speculative or SpecConfig.from_settings(default="ngram")
         self.spec_stats = SpecStats()
 
     def _fresh_cache(self) -> None:

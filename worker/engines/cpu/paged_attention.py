@@ -7,14 +7,13 @@ kernel reads the blocks in place. It is compiled by torch's extension loader
 (g++ and ninja, ~30 s, cached under ``~/.cache/torch_extensions``;
 ``scripts/setup.sh`` builds it ahead of time) for the CPU it runs on. Where it
 cannot be built (no compiler) the engine logs why and keeps the torch path;
-``BLENDSERVE_CPU_NATIVE=0`` chooses the torch path outright.
+``BLENDSERVE_CPU_NATIVE=0`` makes the engine take the torch path outright.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,8 +39,6 @@ def _machine_tag() -> str:
 @functools.cache
 def paged_decode() -> Callable[..., torch.Tensor] | None:
     """torch.ops.blendserve.paged_decode(q, k_pool, v_pool, tables, lengths, block_size, scale), or None."""
-    if os.environ.get("BLENDSERVE_CPU_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"):
-        return None
     try:
         from torch.utils.cpp_extension import _get_build_directory, load
 

@@ -1,0 +1,44 @@
+"""/v1/embeddings: forwarded to a live worker of the model, as chat and completions are.
+
+The worker (worker/interactive_api.py) checks the body with the batch rules
+(core/embeddings.py), runs it at its embedding engine's next sub-batch, ahead
+of batch work, and answers OpenAI's CreateEmbeddingResponse.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from pydantic import BaseModel
+
+from server.deps import OwnerDep, StateDep
+from server.routes.completions import _REQUEST_BODY, _forward
+from server.schemas import ERRORS
+
+router = APIRouter(tags=["embeddings"])
+
+
+class Embedding(BaseModel):
+    object: Literal["embedding"]
+    index: int
+    embedding: list[float] | str        # str: base64 of little-endian float32 (encoding_format "base64")
+
+
+class EmbeddingUsage(BaseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingList(BaseModel):
+    """OpenAI's CreateEmbeddingResponse: one vector per input, in input order."""
+    object: Literal["list"]
+    data: list[Embedding]
+    model: str
+    usage: EmbeddingUsage
+
+
+@router.post("/v1/embeddings", response_model=EmbeddingList, responses={**ERRORS, 503: ERRORS[400]},
+             openapi_extra=_REQUEST_BODY)
+async def create_embeddings(request: Request, st: StateDep, _: OwnerDep) -> Response:
+    return await _forward(request, st, "/v1/embeddings")

@@ -1,0 +1,102 @@
+"""The worker's interactive /v1/embeddings and /v1/responses: checked, run ahead of batch work, answered.
+
+They ride the same lane as chat and completions (worker/interactive.py): the
+body is checked with the rules a batch line meets (core/embeddings.py,
+core/responses_api.py), tokenized, and put in the lane; the engine runs it at
+its next step (the embedding engine: between two sub-batches). Embeddings
+answer one JSON body. A Response answers one JSON body, or with `stream: true`
+the Responses API's server-sent events (`event: <type>` and `data: <json>`,
+each numbered; no `[DONE]`, as OpenAI ends these streams).
+"""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from core import embeddings, responses_api
+from core.bodies import BodyError
+from worker.api_results import result_body
+from worker.engines.base import GenRequest, SamplingParams
+from worker.responses import sampling_params
+
+if TYPE_CHECKING:
+    from http.server import BaseHTTPRequestHandler
+
+    from worker.interactive import InteractiveServer
+
+ENDPOINTS = (embeddings.ENDPOINT, responses_api.ENDPOINT)
+
+
+def prepare(server: InteractiveServer, path: str, body: Any) -> tuple[GenRequest, bool]:
+    """The engine request for a checked body, and whether it streams. Raises BodyError (a 400)."""
+    info = server.info
+    if path == embeddings.ENDPOINT:
+        inputs = embeddings.check_embeddings(body, info)
+        ids = embeddings.join(inputs.ids if inputs.ids is not None else info.encode(inputs.texts))
+        if (err := embeddings.context_error(ids, info)) is not None:
+            raise err
+        return GenRequest(server.lane.new_key(), ids, SamplingParams(max_tokens=0)), False
+    if info.task == "embed":
+        raise BodyError("invalid_value", f"'{info.name}' is an embedding model: it serves only "
+                        f"{embeddings.ENDPOINT}.", "model")
+    stream = body.get("stream") if isinstance(body, dict) else None
+    if stream is not None and not isinstance(stream, bool):
+        raise BodyError("invalid_value", f"'stream' must be a boolean, got {stream!r}.", "stream")
+    options = body.get("stream_options")
+    if options is not None and (not stream or not isinstance(options, dict)):
+        raise BodyError("invalid_value", "'stream_options' must be an object, and only with 'stream': true.",
+                        "stream_options")
+    messages, mt = responses_api.check_responses(body)
+    ids = info.encode([info.render_chat(messages)])[0]
+    if len(ids) + (mt or 1) > info.context_length:
+        raise BodyError("context_length_exceeded", f"The input ({len(ids)} tokens) plus max_output_tokens ({mt}) "
+                        f"exceeds the model's context length of {info.context_length} tokens.", "input")
+    mt = mt if mt is not None else info.context_length - len(ids)
+    params = sampling_params({"temperature": body.get("temperature"), "top_p": body.get("top_p")}, mt)
+    return GenRequest(server.lane.new_key(), ids, params), bool(stream)
+
+
+def reply(server: InteractiveServer, h: BaseHTTPRequestHandler, call: Any, body: dict) -> None:
+    """The whole answer as one JSON body once the engine finished it."""
+    from worker.interactive import _error, _json
+
+    kind, value = server._next(h, call)
+    while kind == "tokens":
+        kind, value = server._next(h, call)
+    if kind == "error":
+        return _json(h, 503, _error(value, "worker_stopping", None, "server_error"))
+    _json(h, 200, result_body(call.endpoint, server.model_name, value, body))
+
+
+def stream(server: InteractiveServer, h: BaseHTTPRequestHandler, call: Any, body: dict) -> None:
+    """The Responses API's events: the opening four, a delta per run of new text, the closing four."""
+    from worker.interactive import _TextStream
+
+    events = responses_api.EventStream(body, server.model_name)
+    text = _TextStream(server.tokenizer, ())
+
+    def send(items: list[tuple[str, dict]]) -> None:
+        for kind, ev in items:
+            h.wfile.write(f"event: {kind}\ndata: ".encode() + json.dumps(ev).encode() + b"\n\n")
+        h.wfile.flush()
+
+    h.send_response(200)
+    h.send_header("Content-Type", "text/event-stream")
+    h.send_header("Cache-Control", "no-cache")
+    h.end_headers()
+    send(events.opening())
+    while True:
+        kind, value = server._next(h, call)
+        if kind == "tokens":
+            if delta := text.add(value):
+                send([events.delta(delta)])
+        elif kind == "error":
+            send([events.error(value)])
+            return
+        else:
+            if rest := text.close(value.text):
+                send([events.delta(rest)])
+            send(events.closing(value.text, value.finish_reason, value.prompt_tokens, value.cached_tokens,
+                                value.completion_tokens))
+            return
+
