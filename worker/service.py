@@ -499,6 +499,13 @@ class WorkerService:
     # -- results ---------------------------------------------------------------------------------
 
     def _write(self, res: GenResult) -> None:
+        if res.error is not None:       # refused by the engine: this request fails alone, the stream runs on
+            if res.key < 0:
+                if self.interactive is not None:
+                    self.interactive.abort(res.key, res.error)
+            elif (meta := self.meta.pop(res.key, None)) is not None:
+                self._settle_failed(meta[0], res.key, res.error, counted=True)
+            return
         self.share.add(res.prompt_tokens + res.completion_tokens, interactive=res.key < 0)
         if res.key < 0:
             if self.interactive is not None:

@@ -43,6 +43,9 @@ class GenResult:
     finish_reason: Literal["stop", "length"]
     prompt_tokens: int
     cached_tokens: int            # prompt tokens served from the prefix cache
+    # The engine refused this request alone (a parameter it cannot apply): the worker writes it as the
+    # request's own error line and the rest of the stream runs on. None: a result.
+    error: str | None = None
     completion_tokens: int = field(init=False)
 
     def __post_init__(self) -> None:
