@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core import counts
 from core.config import Settings
-from core.embeddings import token_count     # an embeddings row joins its inputs
+from core.embeddings import token_count  # an embeddings row joins its inputs
 from core.models import Batch, File, Request
 from core.storage import FileStore
 from scheduler.validation import (

@@ -18,16 +18,15 @@ def load_engine(kind: str, model_path: Path, model_name: str, settings: Settings
         if is_embedding_checkpoint(model_path):     # all-MiniLM-L6-v2 beside SmolLM2: /v1/embeddings
             from worker.engines.embed import EmbeddingEngine
 
-            return EmbeddingEngine(model_path, model_name, threads=settings.cpu_threads or None)
+            return EmbeddingEngine(model_path, model_name, threads=settings.cpu.threads or None)
         from worker.engines.cpu import CpuEngine
 
-        return CpuEngine(model_path, model_name, max_running=settings.cpu_max_batch,
-                         threads=settings.cpu_threads or None)
+        return CpuEngine(model_path, model_name, config=settings.cpu,
+                         speculative=SpecConfig.from_settings(settings.spec, default="ngram"))
     if kind == "sglang":
         from worker.engines.sglang import SGLangEngine
 
-        return SGLangEngine(model_path, model_name, tp=settings.tp, options=settings.sglang,
-                            speculative=SpecConfig.from_settings(settings.spec))
+        return SGLangEngine(model_path, model_name, tp=settings.tp)
     if kind == "vllm":
         from worker.engines.vllm import VllmEngine
 
