@@ -17,20 +17,21 @@ PROMPT_KEYS = ("messages", "prompt", "input")   # what a row does not copy: it s
 SPECIAL_MARGIN = 2      # tokens a tokenizer may add beyond the text's bytes (BOS, a SentencePiece space)
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
 UNSUPPORTED = {  # parameters we refuse rather than silently ignore
-    "logprobs": "logprobs are not supported", "top_logprobs": "logprobs are not supported",
-    "tools": "tool calling is not supported", "functions": "function calling is not supported",
-    "tool_choice": "tool calling is not supported", "function_call": "function calling is not supported",
+    "functions": "the deprecated 'functions' is not supported; send 'tools'",
+    "function_call": "the deprecated 'function_call' is not supported; send 'tool_choice'",
     "echo": "echo is not supported", "suffix": "suffix is not supported", "best_of": "best_of is not supported",
     "audio": "audio output is not supported", "modalities": "only text output is supported",
-    "response_format": "structured output (JSON mode, JSON schema) is not supported; only {\"type\": \"text\"}",
     "prediction": "predicted outputs are not supported", "reasoning_effort": "the served models do not reason",
     "verbosity": "verbosity is not supported", "web_search_options": "web search is not supported",
     "stream_options": "stream_options needs 'stream': true, which a batch does not allow",
 }
-DEFAULTS = {"best_of": 1, "response_format": {"type": "text"}, "modalities": ["text"]}
+DEFAULTS = {"best_of": 1, "modalities": ["text"]}
 # Applied by every engine, or only describing the caller (no effect on the output): accepted.
 APPLIED = {"model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop",
-           "seed", "n", "stream", "presence_penalty", "frequency_penalty", "logit_bias"}
+           "seed", "n", "stream", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs",
+           "response_format", "tools", "tool_choice"}
+MAX_N = 128             # OpenAI's bound on choices per request
+MAX_TOP_LOGPROBS = {"/v1/chat/completions": 20, "/v1/completions": 5}   # OpenAI's bounds
 DESCRIPTIVE = {"user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier",
                "parallel_tool_calls"}
 KNOWN = APPLIED | DESCRIPTIVE | UNSUPPORTED.keys()
@@ -70,7 +71,7 @@ def check_int(body: dict, key: str, lo: int) -> int | None:
     return v
 
 
-def check_sampling(body: dict) -> None:
+def check_sampling(body: dict, endpoint: str = "/v1/chat/completions") -> None:
     if body.get("stream"):
         raise BodyError("stream_unsupported", "'stream': true is not allowed in a batch.", "stream")
     unknown = sorted(body.keys() - KNOWN)
@@ -88,8 +89,13 @@ def check_sampling(body: dict) -> None:
     check_number(body, "presence_penalty", -2.0, 2.0)
     check_number(body, "frequency_penalty", -2.0, 2.0)
     n = check_int(body, "n", 1)
-    if n is not None and n != 1:
-        raise BodyError("unsupported_value", "'n' must be 1: send one line per sample.", "n")
+    if n is not None and n > MAX_N:
+        raise BodyError("invalid_value", f"'n' must be at most {MAX_N}, got {n}.", "n")
+    check_logprobs(body, endpoint)
+    # Imported here: core.structured raises this module's BodyError.
+    from core.structured import constraint
+
+    constraint(body)
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not -2**63 <= seed < 2**63):
         raise BodyError("invalid_value", f"'seed' must be a 64-bit integer, got {seed!r}.", "seed")
@@ -98,6 +104,29 @@ def check_sampling(body: dict) -> None:
         stops = [stop] if isinstance(stop, str) else stop
         if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops) or len(stops) > 4:
             raise BodyError("invalid_value", "'stop' must be a non-empty string or a list of at most 4 of them.", "stop")
+
+
+def check_logprobs(body: dict, endpoint: str) -> None:
+    """Chat: `logprobs` a boolean, `top_logprobs` 0-20 and only with it. Completions: `logprobs` 0-5 (the number
+    of likeliest tokens listed beside each chosen one)."""
+    most = MAX_TOP_LOGPROBS.get(endpoint, 20)
+    lp, top = body.get("logprobs"), body.get("top_logprobs")
+    if endpoint == "/v1/completions":
+        if lp is not None and (isinstance(lp, bool) or not isinstance(lp, int) or not 0 <= lp <= most):
+            raise BodyError("invalid_value", f"'logprobs' must be an integer between 0 and {most}, got {lp!r}.",
+                            "logprobs")
+        if top is not None:
+            raise BodyError("unsupported_parameter", "Unrecognized request argument supplied: 'top_logprobs'.",
+                            "top_logprobs")
+        return
+    if lp is not None and not isinstance(lp, bool):
+        raise BodyError("invalid_value", f"'logprobs' must be a boolean, got {lp!r}.", "logprobs")
+    if top is not None:
+        if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= most:
+            raise BodyError("invalid_value", f"'top_logprobs' must be an integer between 0 and {most}, got {top!r}.",
+                            "top_logprobs")
+        if not lp:
+            raise BodyError("invalid_value", "'top_logprobs' needs 'logprobs': true.", "top_logprobs")
 
 
 def check_logit_bias(bias: Any) -> None:
@@ -126,6 +155,13 @@ def check_messages(messages: Any) -> list[dict]:
             raise BodyError("invalid_value", f"'{p}.role' must be one of {list(CHAT_ROLES)}, got {m.get('role')!r}.",
                        f"{p}.role")
         content = m.get("content")
+        calls = m.get("tool_calls") if m["role"] == "assistant" else None
+        if calls is not None and not (isinstance(calls, list) and all(
+                isinstance(c, dict) and isinstance(c.get("function"), dict) for c in calls)):
+            raise BodyError("invalid_value", f"'{p}.tool_calls' must be an array of function calls.",
+                            f"{p}.tool_calls")
+        if content is None and calls:
+            content = ""            # an assistant turn that only called tools
         if isinstance(content, list):
             if not all(isinstance(c, dict) and c.get("type") == "text" and isinstance(c.get("text"), str)
                        for c in content):
@@ -134,7 +170,12 @@ def check_messages(messages: Any) -> list[dict]:
         if not isinstance(content, str):
             raise BodyError("invalid_value", f"'{p}.content' must be a string or an array of text parts.",
                        f"{p}.content")
-        out.append({"role": "system" if m["role"] == "developer" else m["role"], "content": content})
+        msg = {"role": "system" if m["role"] == "developer" else m["role"], "content": content}
+        if calls:
+            msg["tool_calls"] = calls
+        if m["role"] == "tool" and isinstance(m.get("tool_call_id"), str):
+            msg["tool_call_id"] = m["tool_call_id"]
+        out.append(msg)
     return out
 
 
@@ -220,7 +261,7 @@ def check_interactive(endpoint: str, body: Any, info: ModelInfo) -> Interactive:
                                 or not isinstance(options.get("include_usage", False), bool)):
         raise BodyError("invalid_value", "'stream_options' must be an object such as {\"include_usage\": true}, "
                         "and only with 'stream': true.", "stream_options")
-    check_sampling({k: v for k, v in body.items() if k not in ("stream", "stream_options")})
+    check_sampling({k: v for k, v in body.items() if k not in ("stream", "stream_options")}, endpoint)
     if endpoint == "/v1/chat/completions":
         check_messages(body.get("messages"))
         mt = check_int(body, "max_completion_tokens", 1)

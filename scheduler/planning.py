@@ -118,6 +118,12 @@ def live_workers(session: Session, model: str, lease_s: float,
 HISTORY = 4096
 
 
+def _output_bound():
+    """A request's output tokens at most: max_tokens for each of its `n` choices. The planner sees n choices as
+    one request of n times the output (one prompt prefilled, n decodes), as completion_tokens counts them."""
+    return Request.max_tokens * func.coalesce(Request.body["n"].as_integer(), 1)
+
+
 def _history(session: Session, model: str) -> tuple[list[bytes], np.ndarray, np.ndarray]:
     """Completed requests of the model's most recent done chunks: the observed output lengths.
 
@@ -127,7 +133,7 @@ def _history(session: Session, model: str) -> tuple[list[bytes], np.ndarray, np.
     """
     recent = (select(Chunk.id).where(Chunk.model == model, Chunk.status == "done")
               .order_by(Chunk.id.desc()).limit(HISTORY))
-    rows = session.execute(select(Request.prompt_ids, Request.completion_tokens, Request.max_tokens)
+    rows = session.execute(select(Request.prompt_ids, Request.completion_tokens, _output_bound())
                            .where(Request.chunk_id.in_(recent), Request.status == "completed")
                            .limit(HISTORY)).all()
     out = np.array([r[1] for r in rows], dtype=np.float64)
@@ -234,7 +240,7 @@ def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session],
         unclaimed = [] if incremental else [c.id for c in pending_chunks]
         front = min((c.seq for c in pending_chunks), default=None) if incremental else None
         cols = [Request.id, Request.status, Batch.created_at, Batch.id, Request.line, Batch.expires_at,
-                Request.max_tokens, Request.chunk_id, Batch.metadata_, Batch.owner] + (
+                _output_bound(), Request.chunk_id, Batch.metadata_, Batch.owner] + (
                     [Request.prompt_ids] if policy.needs_prompts else [])
         todo = Request.status == "pending"
         if unclaimed:

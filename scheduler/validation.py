@@ -129,7 +129,7 @@ def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelI
             raise BodyError("stream_unsupported", "'stream': true is not allowed in a batch.", "stream")
         messages, mt = responses_api.check_responses(body)
     else:
-        check_sampling(body)
+        check_sampling(body, endpoint)
     if endpoint in ("/v1/chat/completions", responses_api.ENDPOINT):
         if endpoint == "/v1/chat/completions":
             messages = check_messages(body.get("messages"))

@@ -46,7 +46,7 @@ CASES = {
     "messages_empty": (with_line(good(1, messages=[])), "invalid_value", 2),
     "role": (with_line(good(1, messages=[{"role": "wizard", "content": "hi"}])), "invalid_value", 2),
     "stop": (with_line(good(1, stop=["a", "b", "c", "d", "e"])), "invalid_value", 2),
-    "n": (with_line(good(1, n=3)), "unsupported_value", 2),
+    "n": (with_line(good(1, n=200)), "invalid_value", 2),
     "body_type": (with_line({**good(1), "body": "text"}), "invalid_value", 2),
     "context": (with_line(good(1, messages=[{"role": "user", "content": "word " * 5000}])),
                 "context_length_exceeded", 2),

@@ -30,10 +30,11 @@ from typing import Any
 
 from core.bodies import BodyError, ModelInfo, check_interactive
 from core.ids import new_id
+from core.structured import ToolCall
 from worker import interactive_api
 from worker.engines.base import GenRequest, GenResult
 from worker.lane import Lane
-from worker.responses import response_body, sampling_params, usage
+from worker.responses import response_body, sampling_params, tool_call, usage
 
 log = logging.getLogger("blendserve.worker")
 
@@ -44,8 +45,8 @@ MAX_BODY = 8 * 1024 * 1024
 class _Call:
     """One interactive request in flight: the engine thread puts tokens and the result, its HTTP thread reads."""
 
-    def __init__(self, key: int, endpoint: str) -> None:
-        self.key, self.endpoint, self.finished = key, endpoint, False
+    def __init__(self, key: int, endpoint: str, tool: ToolCall | None = None) -> None:
+        self.key, self.endpoint, self.finished, self.tool = key, endpoint, False, tool
         self.events: queue.Queue[tuple[str, Any]] = queue.Queue()
 
 
@@ -154,6 +155,7 @@ class InteractiveServer:
             else:
                 req = check_interactive(h.path, body, self.info)
                 params = sampling_params(body, req.max_tokens)
+            tool = tool_call(body)
         except json.JSONDecodeError as e:
             return _json(h, 400, _error(f"The body is not valid JSON: {e.msg}.", "invalid_json", None))
         except BodyError as e:
@@ -161,7 +163,7 @@ class InteractiveServer:
         if h.path in interactive_api.ENDPOINTS:
             return self._serve_api(h, api_req, streaming, body)
         key = self.lane.new_key()
-        call = self.calls[key] = _Call(key, h.path)
+        call = self.calls[key] = _Call(key, h.path, tool)
         text = _TextStream(self.tokenizer, params.stop) if req.stream else None
         self.lane.put(GenRequest(key, req.prompt_ids, params,
                                  on_tokens=(lambda ids: call.events.put(("tokens", ids))) if req.stream else None))
@@ -206,7 +208,7 @@ class InteractiveServer:
             kind, value = self._next(h, call)
         if kind == "error":
             return _json(h, 503, _error(value, "worker_stopping", None, "server_error"))
-        _json(h, 200, response_body(call.endpoint, self.model_name, value))
+        _json(h, 200, response_body(call.endpoint, self.model_name, value, call.tool))
 
     def _stream(self, h: BaseHTTPRequestHandler, call: _Call, text: _TextStream, include_usage: bool) -> None:
         chat = call.endpoint == "/v1/chat/completions"

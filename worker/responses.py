@@ -1,10 +1,12 @@
 """Engine results to the bodies the synchronous endpoints return, and request bodies to sampling params."""
 from __future__ import annotations
 
+import json
 import time
 
 from core.ids import new_id
-from worker.engines.base import GenResult, SamplingParams
+from core.structured import ToolCall, constraint
+from worker.engines.base import GenResult, SamplingParams, TokenLogprob
 
 
 def _or(value, default):
@@ -14,6 +16,10 @@ def _or(value, default):
 
 def sampling_params(body: dict, max_tokens: int) -> SamplingParams:
     stop = body.get("stop")
+    schema, _ = constraint(body)
+    lp = body.get("logprobs")
+    # Chat: `logprobs: true` and `top_logprobs` k; completions: `logprobs` k (an integer).
+    logprobs = (_or(body.get("top_logprobs"), 0) if lp else None) if isinstance(lp, bool) or lp is None else int(lp)
     return SamplingParams(
         max_tokens=max_tokens,
         temperature=float(_or(body.get("temperature"), 1.0)),
@@ -24,7 +30,16 @@ def sampling_params(body: dict, max_tokens: int) -> SamplingParams:
         frequency_penalty=float(_or(body.get("frequency_penalty"), 0.0)),
         # JSON object keys are strings: {"50256": -100} bans token 50256.
         logit_bias=tuple(sorted((int(t), float(b)) for t, b in (_or(body.get("logit_bias"), {})).items())),
+        json_schema=schema.schema if schema is not None else None,
+        strict_schema=schema.strict if schema is not None else False,
+        logprobs=logprobs,
+        n=int(_or(body.get("n"), 1)),
     )
+
+
+def tool_call(body: dict) -> ToolCall | None:
+    """How the output becomes `message.tool_calls` (a forced call), or None for a plain message."""
+    return constraint(body)[1]
 
 
 def usage(r: GenResult) -> dict:
@@ -34,13 +49,57 @@ def usage(r: GenResult) -> dict:
             "completion_tokens_details": {"reasoning_tokens": 0}}
 
 
-def response_body(endpoint: str, model: str, r: GenResult) -> dict:
+def chat_logprobs(entries: list[TokenLogprob] | None) -> dict | None:
+    """OpenAI's chat shape: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}."""
+    if entries is None:
+        return None
+    return {"content": [{"token": e.token, "logprob": e.logprob, "bytes": e.bytes,
+                         "top_logprobs": [{"token": t.token, "logprob": t.logprob, "bytes": t.bytes} for t in e.top]}
+                        for e in entries], "refusal": None}
+
+
+def completion_logprobs(entries: list[TokenLogprob] | None, offset: int = 0) -> dict | None:
+    """OpenAI's legacy shape: parallel lists of tokens, their log-probabilities, a {token: logprob} map of the
+    likeliest (the chosen token included, as vLLM lists it) and each token's character offset in the text."""
+    if entries is None:
+        return None
+    offsets, at = [], offset
+    for e in entries:
+        offsets.append(at)
+        at += len(e.token) if not e.token.startswith("bytes:") else 0
+    return {"tokens": [e.token for e in entries], "token_logprobs": [e.logprob for e in entries],
+            "top_logprobs": [{e.token: e.logprob, **{t.token: t.logprob for t in e.top}} for e in entries],
+            "text_offset": offsets}
+
+
+def chat_message(r: GenResult, tool: ToolCall | None) -> tuple[dict, str]:
+    """The assistant message of one choice and its finish_reason: a forced call becomes `tool_calls`."""
+    if tool is None:
+        return {"role": "assistant", "content": r.text, "refusal": None}, r.finish_reason
+    name, arguments = tool.name, r.text
+    if name is None:                      # "required" over several functions: {"name": ..., "arguments": {...}}
+        try:
+            call = json.loads(r.text)
+            name, arguments = call["name"], json.dumps(call["arguments"], ensure_ascii=False)
+        except (ValueError, KeyError, TypeError):   # cut off by max_tokens: no call to return
+            return {"role": "assistant", "content": r.text, "refusal": None}, r.finish_reason
+    calls = [{"id": new_id("call_"), "type": "function", "function": {"name": name, "arguments": arguments}}]
+    finish = "tool_calls" if r.finish_reason == "stop" else r.finish_reason
+    return {"role": "assistant", "content": None, "refusal": None, "tool_calls": calls}, finish
+
+
+def response_body(endpoint: str, model: str, r: GenResult, tool: ToolCall | None = None) -> dict:
     created = int(time.time())
+    results = [r, *r.choices]
     if endpoint == "/v1/chat/completions":
+        choices = []
+        for i, c in enumerate(results):
+            message, finish = chat_message(c, tool)
+            choices.append({"index": i, "message": message, "logprobs": chat_logprobs(c.logprobs),
+                            "finish_reason": finish})
         return {"id": new_id("chatcmpl-"), "object": "chat.completion", "created": created, "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": r.text, "refusal": None},
-                             "logprobs": None, "finish_reason": r.finish_reason}],
-                "usage": usage(r), "system_fingerprint": None}
+                "choices": choices, "usage": usage(r), "system_fingerprint": None}
     return {"id": new_id("cmpl-"), "object": "text_completion", "created": created, "model": model,
-            "choices": [{"index": 0, "text": r.text, "logprobs": None, "finish_reason": r.finish_reason}],
+            "choices": [{"index": i, "text": c.text, "logprobs": completion_logprobs(c.logprobs),
+                         "finish_reason": c.finish_reason} for i, c in enumerate(results)],
             "usage": usage(r), "system_fingerprint": None}

@@ -20,7 +20,7 @@ A write that fails is retried; if it keeps failing, its chunks go back to
 
 Ranks of one process (echo load tests) share what they can: the writer, the
 live-batch check, and their empty claims: while one rank's claim just found
-nothing, its idle siblings do not ask the database again (see _Claims).
+nothing, its idle siblings do not ask the database again (see worker/ranks.py).
 
 Poison requests: when a stream raises, every request it was running gets one
 attempt counted (`requests.attempts`) and its chunks go back to `pending`.
@@ -44,166 +44,34 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import update
 
-from core.bodies import ModelInfo, model_info
 from core.config import Settings
 from core.db import make_sessionmaker, shared_engine
 from core.ids import new_id
 from core.migrate import upgrade
-from core.models import Batch, Request, Worker
+from core.models import Worker
+from core.structured import ToolCall
 from worker import api_results, claims, writes
 from worker.engines.base import Engine, GenRequest, GenResult, engine_stats
 from worker.interactive import InteractiveServer
 from worker.lane import Lane, Share
-from worker.responses import response_body, sampling_params
+from worker.poison import PoisonRequests, Suspect
+from worker.ranks import WORK, idle_wait, shared, tokenizer_side
+from worker.responses import response_body, sampling_params, tool_call
 
 log = logging.getLogger("blendserve.worker")
 
-MAX_ATTEMPTS = 3        # engine tries of one request before it fails alone
-
 PREFETCH_SHARE = 0.5    # the next chunk is claimed once this last share of a chunk is being admitted
-
-IDLE_BACKOFF = 4         # the longest wait between claims that found nothing, in poll intervals
-
-
-def idle_wait(poll_s: float, empty_polls: int) -> float:
-    """Seconds to wait after `empty_polls` claims in a row found no chunk: doubling from the poll
-    interval up to IDLE_BACKOFF of them, with jitter. 64 idle ranks polling every 0.1 s made 640 empty
-    claim transactions a second, which took the CPU the scheduler needed to produce their work; the
-    cap keeps a separate worker process from idling long beside work (siblings in one process are
-    woken at once, see _WORK)."""
-    return poll_s * min(2 ** max(empty_polls - 1, 0), IDLE_BACKOFF) * random.uniform(0.75, 1.0)
-
-
-# Process-wide: a rank that claimed a chunk wakes its idle siblings at once (there may be more), so the
-# back-off above never leaves ranks of a process idle beside work.
-_WORK = threading.Condition()
-
-
-class _LiveBatches:
-    """Which batches may still run; re-read at most once a second, so cancels land within about a second.
-    One per process and database: its ranks share the read (else 64 ranks read it 64 times a second).
-    `generation` moves after every read that dropped a batch (the engines' cancel epoch, WorkerService)."""
-
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
-        self.sessions, self.ids, self.live, self.checked = sessions, frozenset(), set(), 0.0
-        self.generation = 0
-        self.reading = threading.Lock()
-
-    def watch(self, batch_ids: set[str]) -> None:
-        if not batch_ids <= self.ids:
-            self.ids = self.ids | batch_ids
-            self.checked = 0.0
-
-    def __contains__(self, batch_id: str) -> bool:
-        self.fresh()
-        return batch_id in self.live
-
-    def fresh(self) -> int:
-        """Re-read the set if it is over a second old; its generation."""
-        if time.time() - self.checked > 1.0:
-            with self.reading:              # one rank reads; the others wait for its answer
-                if time.time() - self.checked > 1.0:
-                    self._read()
-        return self.generation
-
-    def _read(self) -> None:
-        ids = self.ids
-        try:
-            with self.sessions() as s:
-                live = set(s.scalars(select(Batch.id).where(
-                    Batch.id.in_(ids), Batch.status == "in_progress", Batch.expires_at > time.time())))
-        except Exception:       # keep the last answer; a cancel lands a little later
-            log.warning("could not re-read live batches", exc_info=True)
-            return
-        dropped, self.live = bool(self.live - live), live
-        if dropped:             # after the new set is in place: an engine that sees the new generation sees it
-            self.generation += 1
-        if self.ids is ids:     # a batch watched meanwhile is read again by the next caller
-            self.checked = time.time()
-
-
-class _Claims:
-    """Claims of one process's ranks, one at a time: a rank does not ask the database for work while a
-    sibling's claim found none within the last poll interval.
-
-    64 idle echo ranks each polling the chunk table was most of their CPU (and
-    as many empty transactions for the database); a process asks once per
-    poll interval after a first empty claim, backing off to once per
-    IDLE_BACKOFF intervals while they stay empty. A successful claim clears the mark and
-    wakes the siblings (_WORK), so they ask at once: there may be more.
-
-    Claims take turns even while they find work. Letting siblings claim side by side
-    (only empty probes taking turns) was measured at 64 ranks on 2 cores: the wait
-    for a sibling fell, each transaction's grew more (GIL and cores), claim p99 went
-    from 595 to 809 ms and results/s from 1,114 to 1,051 (BENCHMARKS.md, Control plane).
-
-    `timing()` tells the calling rank what its last claim was made of (logged with the claim), so a
-    slow claim can be told apart: waiting for a sibling's claim, or the transaction itself, and of
-    that how much was this thread's CPU (the rest: the database, the GIL, a free core).
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.empty_at = float("-inf")
-        self.empty = 0          # empty claims in a row: the mark holds longer, as idle_wait does
-        self._last = threading.local()
-
-    def claim(self, sessions: sessionmaker[Session], worker_id: str, model: str, lease_s: float,
-              poll_s: float) -> claims.Claimed | None:
-        t0 = time.perf_counter()
-        with self.lock:
-            if time.monotonic() - self.empty_at < poll_s * min(2 ** max(self.empty - 1, 0), IDLE_BACKOFF):
-                return None
-            t1, c1 = time.perf_counter(), time.thread_time()
-            got = claims.claim(sessions, worker_id, model, lease_s)
-            self._last.ms = ((t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3, (time.thread_time() - c1) * 1e3)
-            self.empty_at, self.empty = (time.monotonic(), self.empty + 1) if got is None else (float("-inf"), 0)
-            return got
-
-    def timing(self) -> tuple[float, float, float]:
-        """The calling thread's last claim, in ms: waiting for a sibling's claim, the transaction, and the
-        transaction's CPU on this thread."""
-        return getattr(self._last, "ms", (0.0, 0.0, 0.0))
-
-
-_SHARED: dict[int, tuple[_LiveBatches, _Claims]] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def _shared(sessions: sessionmaker[Session]) -> tuple[_LiveBatches, _Claims]:
-    """What the ranks of one process share, per database (they share one engine: core.db.shared_engine)."""
-    with _SHARED_LOCK:
-        key = id(sessions.kw["bind"])
-        if key not in _SHARED:
-            _SHARED[key] = (_LiveBatches(sessions), _Claims())
-        return _SHARED[key]
-
-
-@cache
-def _tokenizer_side(model: str, path: Path) -> tuple[ModelInfo, Any]:
-    """The model's ModelInfo and tokenizer, loaded once per process: the ranks of a process share them
-    (loading it in every rank makes 64 echo ranks load it over a hundred times at start, which under
-    load outlasts the deployment's readiness wait)."""
-    from core.modelstore import load_tokenizer
-
-    tokenizer = load_tokenizer(path)
-    return model_info(model, path, tokenizer), tokenizer
-
 
 @dataclass
 class _Held:
@@ -213,21 +81,11 @@ class _Held:
     lost: bool = False
 
 
-@dataclass
-class _Suspect:
-    """A request that ended a stream without a result before: it runs alone."""
-    cid: int
-    request: GenRequest
-    batch_id: str
-    endpoint: str
-    attempts: int
-
-
-class WorkerService:
+class WorkerService(PoisonRequests):
     def __init__(self, settings: Settings, engine: Engine, engine_kind: str, model_path: Path | None = None,
                  rank: int = 0) -> None:
         """`model_path` (its tokenizer) enables the interactive endpoint; rank r of a process listens on
-        BLENDSERVE_WORKER_PORT + r (any free port when that is 0)."""
+        BLENDSERVEWORKER_PORT + r (any free port when that is 0)."""
         self.settings, self.engine = settings, engine
         upgrade(settings.db_url)
         self.sessions = make_sessionmaker(shared_engine(settings.db_url, settings.db_pool_size))
@@ -235,15 +93,16 @@ class WorkerService:
         self.held: dict[int, _Held] = {}
         self.meta: dict[int, tuple[int, str, str]] = {}   # request id -> (chunk id, batch id, endpoint)
         self.bodies: dict[int, dict] = {}       # request id -> its body, where the result echoes it (api_results)
-        self.suspects: list[_Suspect] = []
-        self.live, self.claims = _shared(self.sessions)
+        self.tools: dict[int, ToolCall] = {}     # request id -> its forced tool call (the answer's shape)
+        self.suspects: list[Suspect] = []
+        self.live, self.claims = shared(self.sessions)
         self.writer = writes.shared(self.sessions)
         self.lock = threading.Lock()            # guards held/outstanding between the engine and writer threads
         self.losses = 0                         # claims lost, meta dropped: part of the engine's cancel epoch
         self.claimer = ThreadPoolExecutor(1, thread_name_prefix=f"claims{rank}")    # claims ahead (_feed)
         self.ahead: Future[claims.Claimed | None] | None = None
         self.stop = threading.Event()
-        self.lane = Lane(settings.interactive_max_batch, settings.interactive_max_wait_ms / 1000, _WORK)
+        self.lane = Lane(settings.interactive_max_batch, settings.interactive_max_wait_ms / 1000, WORK)
         self.share = Share()
         self.interactive = self._interactive_server(model_path, rank)
         now = time.time()
@@ -259,7 +118,7 @@ class WorkerService:
         if not st.interactive or model_path is None:
             return None
         port = st.worker_port + rank if st.worker_port else 0
-        info, tokenizer = _tokenizer_side(self.engine.model_name, model_path)
+        info, tokenizer = tokenizer_side(self.engine.model_name, model_path)
         return InteractiveServer(self.lane, info, tokenizer, self.engine.model_name, st.worker_host, port)
 
     def _url(self) -> str | None:
@@ -299,12 +158,12 @@ class WorkerService:
 
     def _idle(self, seconds: float) -> None:
         """Wait up to `seconds`, less if this process claimed work meanwhile, an interactive request
-        arrived or its group falls due (the lane shares _WORK), or the worker is stopping."""
+        arrived or its group falls due (the lane shares WORK), or the worker is stopping."""
         deadline = time.monotonic() + seconds
-        with _WORK:
+        with WORK:
             while not self.stop.is_set() and (left := deadline - time.monotonic()) > 0:
                 due = self.lane.due_in()
-                if due == 0.0 or _WORK.wait(min(left, 0.1, due if due is not None else left)):
+                if due == 0.0 or WORK.wait(min(left, 0.1, due if due is not None else left)):
                     return
 
     # -- the engine stream -------------------------------------------------------------------
@@ -353,6 +212,8 @@ class WorkerService:
                 try:
                     req = GenRequest(key=r.id, input_ids=np.frombuffer(r.prompt_ids, dtype="<i4").tolist(),
                                      params=sampling_params(r.body, r.max_tokens))
+                    if (tool := tool_call(r.body)) is not None:
+                        self.tools[r.id] = tool
                 except Exception as e:      # the request alone is bad: its own error line
                     self._settle_failed(cid, r.id, f"The request's parameters could not be applied: {e}")
                     continue
@@ -361,7 +222,7 @@ class WorkerService:
                 if r.endpoint in api_results.ENDPOINTS:     # their bodies echo the request's settings
                     self.bodies[r.id] = r.body
                 if r.attempts > 0:
-                    self.suspects.append(_Suspect(cid, req, r.batch_id, r.endpoint, r.attempts))
+                    self.suspects.append(Suspect(cid, req, r.batch_id, r.endpoint, r.attempts))
                     continue
                 self.meta[r.id] = (cid, r.batch_id, r.endpoint)
                 yield req
@@ -379,8 +240,8 @@ class WorkerService:
             return None
         with self.lock:
             self.held[got.id] = _Held()
-        with _WORK:
-            _WORK.notify_all()
+        with WORK:
+            WORK.notify_all()
         log.info("claimed chunk %d (%d requests) in %.1f ms (sibling wait %.1f, transaction %.1f, "
                  "its CPU %.1f)", got.id, len(got.rows), (time.perf_counter() - t0) * 1e3, *self.claims.timing())
         self.live.watch({r.batch_id for r in got.rows})
@@ -439,66 +300,16 @@ class WorkerService:
         admitted would be missed; `_feed` admits neither (it runs in the engine's thread, before the step)."""
         return self.live.fresh() + self.losses + self.lane.cancels + self.stop.is_set()
 
-    def _after_stream_failure(self) -> None:
-        """Count an attempt for every request the failed stream was running; hand every held chunk back.
-        Interactive calls in flight fail (their callers get a 503 and may retry)."""
-        if self.interactive is not None:
-            for key in list(self.interactive.calls):
-                self.interactive.abort(key, "The engine failed while running this request.")
-        self.writer.drain(self.id)
-        running = list(self.meta)
-        try:
-            with self.sessions.begin() as s:
-                s.execute(update(Request).where(Request.id.in_(running), Request.status == "planned")
-                          .values(attempts=Request.attempts + 1))
-        except Exception:
-            log.exception("could not count the failed attempts; the chunks' leases will lapse")
-        self._give_back_all()
-
-    # -- suspects: one at a time ---------------------------------------------------------------
-
-    def _run_suspects(self) -> bool:
-        ran = bool(self.suspects)
-        while self.suspects and not self.stop.is_set():
-            self._run_alone(self.suspects.pop(0))
-        return ran
-
-    def _run_alone(self, job: _Suspect) -> None:
-        key, error = job.request.key, "it ended the engine's stream without a result"
-        while (held := self.held.get(job.cid)) and not held.lost and not self.stop.is_set() \
-                and job.batch_id in self.live:
-            if job.attempts >= MAX_ATTEMPTS:
-                self._settle_failed(job.cid, key, f"The engine failed on this request {job.attempts} times; "
-                                                  f"last: {error}.", counted=True)
-                return
-            job.attempts += 1
-            self._set_attempts(key, job.attempts)     # before the try: one that kills the worker counts too
-            self.meta[key] = (job.cid, job.batch_id, job.endpoint)
-            try:
-                results = list(self.engine.generate([job.request], cancelled=self._cancelled))
-            except Exception as e:
-                self.meta.pop(key, None)
-                error = f"{type(e).__name__}: {e}"
-                log.warning("request %d failed alone (attempt %d of %d): %s", key, job.attempts, MAX_ATTEMPTS, error)
-                continue
-            if results:
-                self._write(results[0])
-            elif self.stop.is_set():
-                self._set_attempts(key, job.attempts - 1)   # dropped by the stop: not a try
-            return                                          # written, or dropped and settled by _cancelled
-        with self.lock:                                     # never ran: settle it; its chunk goes back
-            if held is not None:
-                held.outstanding -= 1
-                self._maybe_release(job.cid)
-
-    def _set_attempts(self, key: int, attempts: int) -> None:
-        with self.sessions.begin() as s:
-            s.execute(update(Request).where(Request.id == key, Request.status == "planned")
-                      .values(attempts=attempts))
-
     # -- results ---------------------------------------------------------------------------------
 
     def _write(self, res: GenResult) -> None:
+        if res.error is not None:       # refused by the engine: this request fails alone, the stream runs on
+            if res.key < 0:
+                if self.interactive is not None:
+                    self.interactive.abort(res.key, res.error)
+            elif (meta := self.meta.pop(res.key, None)) is not None:
+                self._settle_failed(meta[0], res.key, res.error, counted=True)
+            return
         self.share.add(res.prompt_tokens + res.completion_tokens, interactive=res.key < 0)
         if res.key < 0:
             if self.interactive is not None:
@@ -513,7 +324,7 @@ class WorkerService:
     def _response(self, endpoint: str, res: GenResult) -> dict:
         if endpoint in api_results.ENDPOINTS:
             return api_results.result_body(endpoint, self.engine.model_name, res, self.bodies.pop(res.key, {}))
-        return response_body(endpoint, self.engine.model_name, res)
+        return response_body(endpoint, self.engine.model_name, res, self.tools.pop(res.key, None))
 
     def _settle_failed(self, cid: int, key: int, message: str, counted: bool = False) -> None:
         """The request fails alone, with its own error line (written in order with the results)."""

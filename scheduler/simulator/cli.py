@@ -159,6 +159,11 @@ def _run(args: argparse.Namespace) -> int:
         raise _UsageError("--requests must be at least 1")
     if args.plot and args.plan_only:
         raise _UsageError("--plot needs a simulation: drop --plan-only")
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise _UsageError("--plot needs matplotlib: pip install 'blendserve[plot]'") from None
     model, hw = _model(args.model), HARDWARE[args.gpu]
     kv_tokens = None if args.kv_capacity_gb is None else int(args.kv_capacity_gb * 1e9 / model.kv_bytes_per_token)
     max_running = args.max_running if args.max_running is not None else min(EngineConfig.max_running, args.step_tokens)

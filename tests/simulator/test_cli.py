@@ -74,6 +74,12 @@ def test_bad_arguments_are_clear_errors(capsys, argv, message):
     assert message in capsys.readouterr().err
 
 
+def test_plot_without_matplotlib_names_the_extra(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)        # as if the [plot] extra were not installed
+    assert main(["--plot", "x.png"]) == 2
+    assert "pip install 'blendserve[plot]'" in capsys.readouterr().err
+
+
 def test_bad_workload_file_line(tmp_path: Path, capsys):
     f = tmp_path / "bad.jsonl"
     f.write_text('{"input_ids": [1, 2], "output_len": 3}\n{"input_ids": "x", "output_len": 3}\n')

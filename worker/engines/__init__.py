@@ -26,7 +26,8 @@ def load_engine(kind: str, model_path: Path, model_name: str, settings: Settings
     if kind == "sglang":
         from worker.engines.sglang import SGLangEngine
 
-        return SGLangEngine(model_path, model_name, tp=settings.tp)
+        return SGLangEngine(model_path, model_name, tp=settings.tp, options=settings.sglang,
+                            speculative=SpecConfig.from_settings(settings.spec))
     if kind == "vllm":
         from worker.engines.vllm import VllmEngine
 

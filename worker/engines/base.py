@@ -23,6 +23,12 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     logit_bias: tuple[tuple[int, float], ...] = ()   # (token id, bias) pairs; a tuple keeps the params hashable
+    # Structured output: the JSON schema every output must match (canonical JSON text, so equal schemas share
+    # one compiled grammar), and whether OpenAI's strict rules hold (no property beyond `properties`).
+    json_schema: str | None = None
+    strict_schema: bool = False
+    logprobs: int | None = None    # None: none; k >= 0: each output token's log-probability and its k likeliest
+    n: int = 1                     # choices of one prompt, each its own sampling stream, one prefill
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,16 @@ class GenRequest:
     on_tokens: Callable[[list[int]], None] | None = field(default=None, compare=False)
 
 
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One output token as OpenAI reports it: its text, its UTF-8 bytes, its log-probability under the
+    distribution it was drawn from, and the likeliest tokens of that distribution (``top``, empty unless asked)."""
+    token: str
+    bytes: list[int]
+    logprob: float
+    top: tuple[TokenLogprob, ...] = ()
+
+
 @dataclass
 class GenResult:
     key: int
@@ -43,10 +59,15 @@ class GenResult:
     finish_reason: Literal["stop", "length"]
     prompt_tokens: int
     cached_tokens: int            # prompt tokens served from the prefix cache
-    completion_tokens: int = field(init=False)
+    # The engine refused this request alone (a parameter it cannot apply): the worker writes it as the
+    # request's own error line and the rest of the stream runs on. None: a result.
+    error: str | None = None
+    logprobs: list[TokenLogprob] | None = None     # per output token, when the request asked for them
+    choices: list[GenResult] = field(default_factory=list)   # choices 1..n-1 of an n > 1 request; this is 0
+    completion_tokens: int = field(init=False)     # every choice's tokens together, as usage counts them
 
     def __post_init__(self) -> None:
-        self.completion_tokens = len(self.output_ids)
+        self.completion_tokens = len(self.output_ids) + sum(c.completion_tokens for c in self.choices)
 
 
 @dataclass(frozen=True)

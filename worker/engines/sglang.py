@@ -1,54 +1,86 @@
 """SGLang engine for GPU workers: `sglang.Engine` in-process, fed in plan order.
 
-SGLang runs with `schedule_policy="fcfs"` so it admits requests in the order
-we submit them (our plan), and we keep only about two KV caches' worth of
-tokens in flight: enough to keep its running batch full, few enough that the
-plan, not SGLang's queue, decides what runs next. The prompts go in as token
-ids (tokenized once at validation). `sglang` is an optional extra and is
-imported only when this engine is chosen.
+One event loop, in one thread of its own, runs every SGLang coroutine. SGLang
+reads its scheduler's outputs in a single task (`TokenizerManager.handle_loop`)
+that its first request attaches to whatever loop runs that request; a request
+awaited on any other loop waits, with no timeout, for an event only that task
+sets. So nothing here calls a synchronous `Engine` method (each runs
+`Engine.loop.run_until_complete`, which would attach the reader to a loop that
+never runs again): the KV capacity comes from the scheduler's start-up report
+(`scheduler_infos`), and `Engine.loop` is pointed at the running loop so that
+any synchronous call fails at once instead of hanging. The first request runs
+in the loop's thread, not the main thread, so SGLang installs no SIGTERM/SIGQUIT
+handlers of its own over the worker's (its launch-time SIGQUIT handler stays:
+a dying SGLang scheduler takes this process down, and the worker's chunks run
+again after their leases, as after any crash).
 
-Mixed chunked prefill is on (`enable_mixed_chunk`): one step runs every
-running decode plus a prefill chunk, together at most `chunked_prefill_size`
-tokens (SGLang takes the running decodes out of the chunk's budget). That is
-the step a blend is paced for, so the size is the planner's step budget
-(scheduler.planner.plan.STEP_TOKENS, repeated here: the worker never imports
-the scheduler) and the worker reports it through step_token_budget().
+SGLang runs with `schedule_policy="fcfs"`, so it admits requests in the order
+we submit them (our plan), and we keep only about two KV pools' worth of tokens
+in flight: enough to keep its running batch full, few enough that the plan, not
+SGLang's queue, decides what runs next. Prompts go in as token ids (tokenized
+once at validation). Engine and sampling arguments: worker/engines/sglang_args.py.
 
-``BLENDSERVE_SPECULATIVE=ngram`` turns on SGLang's own NGRAM speculation
-(``worker.engines.speculative.SpecConfig.sglang``); off unless set.
+The worker's thread waits on one queue that the loop fills with finished
+requests and, for interactive requests, streamed tokens; it sweeps `cancelled`
+only when the worker's cancel epoch moved (or every CANCEL_SWEEP_S without one).
+`sglang` is an optional extra and is imported only when this engine is chosen.
 """
 from __future__ import annotations
 
 import asyncio
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
+from core.config import SglangSettings
 from worker.engines.base import EngineStats, GenRequest, GenResult, device_profile
+from worker.engines.sglang_args import Refused, engine_args, sampling_params
 from worker.engines.speculative import SpecConfig
 
-IN_FLIGHT_KV_MULTIPLE = 2.0
-STEP_TOKENS = 2048      # = scheduler.planner.plan.STEP_TOKENS: decodes + prefill chunk per step
+URGENT_POLL_S = 0.02     # how often the lane is asked for interactive requests while results are awaited
+CANCEL_SWEEP_S = 1.0     # without a cancel epoch: how often every request in flight is checked
+
+
+def _scheduler_info(engine: Any) -> dict:
+    """Rank 0's start-up report (max_total_num_tokens, max_req_input_len ...), read without the engine's loop."""
+    return dict(engine._scheduler_init_result.scheduler_infos[0])
 
 
 class SGLangEngine:
-    def __init__(self, model_path: Path, model_name: str, *, tp: int = 1, mem_fraction: float | None = None,
-                 speculative: SpecConfig | None = None) -> None:
-        import sglang
+    def __init__(self, model_path: Path, model_name: str, *, tp: int = 1, options: SglangSettings | None = None,
+                 speculative: SpecConfig | None = None, factory: Callable[..., Any] | None = None) -> None:
+        """`factory`: what builds the SGLang engine from keyword arguments (sglang.Engine)."""
+        if factory is None:
+            import sglang
 
-        kwargs = {"mem_fraction_static": mem_fraction} if mem_fraction else {}
-        kwargs.update((speculative or SpecConfig.from_env()).sglang())
+            factory = sglang.Engine
         self.model_name = model_name
-        self.engine = sglang.Engine(model_path=str(model_path), tp_size=tp, schedule_policy="fcfs",
-                                    enable_mixed_chunk=True, chunked_prefill_size=STEP_TOKENS,
-                                    log_level="warning", **kwargs)
-        info = self.engine.get_server_info()
-        self._capacity = int(info.get("max_total_num_tokens") or info["internal_states"][0]["max_total_num_tokens"])
+        self.options = options or SglangSettings()
+        spec = speculative or SpecConfig()
+        self.engine = factory(**engine_args(Path(model_path), self.options, tp=tp, spec=spec))
+        self._capacity = int(_scheduler_info(self.engine)["max_total_num_tokens"])
+        resolved = self.engine.server_args
+        # What SGLang settled on (speculation turns mixing off and caps running requests), not what we asked.
+        self._mixed = bool(getattr(resolved, "enable_mixed_chunk", False))
+        self._step = int(getattr(resolved, "chunked_prefill_size", 0) or self.options.chunked_prefill_size)
+        self._running_cap = getattr(resolved, "max_running_requests", None)
+        self._vocab = int(self.engine.tokenizer_manager.model_config.vocab_size)
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="sglang-loop")
+        self.engine.loop = self.loop     # a synchronous Engine call now fails at once; it would hang otherwise
+        started = threading.Event()
+        self.thread = threading.Thread(target=self._run_loop, args=(started,), daemon=True, name="sglang-loop")
         self.thread.start()
+        started.wait()
         self._flight: dict = {}
+
+    def _run_loop(self, started: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(started.set)
+        self.loop.run_forever()
 
     def kv_capacity_tokens(self) -> int:
         return self._capacity
@@ -61,27 +93,28 @@ class SGLangEngine:
         return device_profile()
 
     def step_token_budget(self) -> int | None:
-        """Tokens one mixed step runs (decodes + prefill chunk): what the planner paces a blend to."""
-        return STEP_TOKENS
+        """Tokens one mixed step runs (decodes + prefill chunk), what the planner paces a blend to; None when
+        SGLang runs prefills and decodes in separate steps (speculative decoding turns mixing off)."""
+        return self._step if self._mixed else None
 
     def generate(self, requests: Iterable[GenRequest],
                  cancelled: Callable[[int], bool] | None = None,
                  urgent: Callable[[], list[GenRequest]] | None = None,
                  cancel_epoch: Callable[[], int] | None = None) -> Iterator[GenResult]:
-        """Urgent requests go to SGLang at once, past our in-flight budget; their tokens reach
-        `on_tokens` when they finish (not streamed token by token on this engine)."""
-        done: queue.Queue = queue.Queue()
-        flight: dict[int, tuple[asyncio.Future, int]] = {}
+        """Urgent requests go to SGLang at once, past our in-flight budget; their tokens reach `on_tokens`
+        as SGLang streams them. A request SGLang refuses comes back as a result with `error` set."""
+        events: queue.Queue = queue.Queue()
+        flight: dict[int, tuple[Future, int]] = {}
         self._flight = flight
-        budget = IN_FLIGHT_KV_MULTIPLE * self._capacity
+        budget = self.options.in_flight_kv * self._capacity
+        count_cap = 2 * self._running_cap if self._running_cap else None
         stream, used, waiting = iter(requests), 0, None
         callbacks: dict[int, Callable[[list[int]], None]] = {}
+        epoch, swept = None, time.monotonic()
         try:
             while True:
                 for request in urgent() if urgent is not None else ():
-                    fut = asyncio.run_coroutine_threadsafe(self._one(request), self.loop)
-                    fut.add_done_callback(lambda f, key=request.key: done.put((key, f)))
-                    flight[request.key] = (fut, 0)
+                    flight[request.key] = (self._submit(request, events), 0)
                     if request.on_tokens is not None:
                         callbacks[request.key] = request.on_tokens
                 while True:
@@ -90,59 +123,89 @@ class SGLangEngine:
                     if waiting is None:
                         break
                     cost = len(waiting.input_ids) + waiting.params.max_tokens
-                    if flight and used + cost > budget:
+                    if flight and (used + cost > budget or (count_cap is not None and len(flight) >= count_cap)):
                         break
-                    fut = asyncio.run_coroutine_threadsafe(self._one(waiting), self.loop)
-                    fut.add_done_callback(lambda f, key=waiting.key: done.put((key, f)))
-                    flight[waiting.key] = (fut, cost)
+                    flight[waiting.key] = (self._submit(waiting, events), cost)
                     used += cost
                     waiting = None
                 if not flight:
                     return
                 try:
-                    key, fut = done.get(timeout=1.0 if urgent is None else 0.01)
+                    got = [events.get(timeout=URGENT_POLL_S if urgent is not None else CANCEL_SWEEP_S)]
+                    while True:
+                        got.append(events.get_nowait())
                 except queue.Empty:
-                    key = None
-                if key is not None and key in flight:
+                    pass
+                for kind, key, value in got:
+                    if key not in flight:
+                        continue                        # cancelled meanwhile
+                    if kind == "tokens":
+                        if (cb := callbacks.get(key)) is not None:
+                            cb(value)
+                        continue
                     used -= flight.pop(key)[1]
-                    if not fut.cancelled() and fut.exception() is None:
-                        result = fut.result()
-                        if (cb := callbacks.pop(key, None)) is not None:
-                            cb(result.output_ids)
-                        yield result
-                    elif not fut.cancelled() and fut.exception() is not None:
-                        raise fut.exception()
-                if cancelled is not None:
-                    for k in [k for k in flight if cancelled(k)]:
-                        fut, cost = flight.pop(k)
-                        fut.cancel()          # cancelling the task makes SGLang abort the request
-                        used -= cost
+                    callbacks.pop(key, None)
+                    if value.cancelled():
+                        continue
+                    if (exc := value.exception()) is not None:
+                        raise exc
+                    yield value.result()
+                if cancelled is not None and flight:
+                    now = cancel_epoch() if cancel_epoch is not None else None
+                    due = now != epoch if now is not None else time.monotonic() - swept >= CANCEL_SWEEP_S
+                    if due:
+                        epoch, swept = now, time.monotonic()
+                        for k in [k for k in flight if cancelled(k)]:
+                            fut, cost = flight.pop(k)
+                            fut.cancel()          # cancelling the task makes SGLang abort the request
+                            used -= cost
+                            callbacks.pop(k, None)
         finally:      # a stream ended early (an error, the worker stopping) leaves nothing running
             for fut, _ in flight.values():
                 fut.cancel()
 
-    async def _one(self, r: GenRequest) -> GenResult:
-        p = r.params
-        params = {"max_new_tokens": p.max_tokens, "temperature": p.temperature, "top_p": p.top_p,
-                  "stop": list(p.stop) or None, "presence_penalty": p.presence_penalty,
-                  "frequency_penalty": p.frequency_penalty}
-        if p.logit_bias:
-            params["logit_bias"] = {str(t): b for t, b in p.logit_bias}
-        if p.seed is not None:
-            params["sampling_seed"] = p.seed
-        out = await self.engine.async_generate(input_ids=r.input_ids, sampling_params=params)
+    def _submit(self, request: GenRequest, events: queue.Queue) -> Future:
+        fut = asyncio.run_coroutine_threadsafe(self._one(request, events), self.loop)
+        fut.add_done_callback(lambda f, key=request.key: events.put(("done", key, f)))
+        return fut
+
+    async def _one(self, r: GenRequest, events: queue.Queue) -> GenResult:
+        try:
+            if r.input_ids and not 0 <= min(r.input_ids) <= max(r.input_ids) < self._vocab:
+                raise Refused(f"the prompt holds a token id outside the model's vocabulary (0 to {self._vocab - 1}).")
+            params = sampling_params(r.params, self._vocab, deterministic=self.options.deterministic)
+        except Refused as e:
+            return self._refused(r, str(e))
+        streamed = r.on_tokens is not None
+        try:
+            if streamed:
+                sent, out = 0, None
+                gen = await self.engine.async_generate(input_ids=r.input_ids, sampling_params=params, stream=True)
+                async for out in gen:
+                    ids = out.get("output_ids") or []
+                    if len(ids) > sent:
+                        events.put(("tokens", r.key, list(ids[sent:])))
+                        sent = len(ids)
+            else:
+                out = await self.engine.async_generate(input_ids=r.input_ids, sampling_params=params)
+        except ValueError as e:      # SGLang's own checks of one request (its sampling params, its length)
+            return self._refused(r, f"SGLang refused the request: {e}")
         meta = out["meta_info"]
-        reason = (meta.get("finish_reason") or {}).get("type")
-        if reason == "abort":
-            # Our own cancels cancel the future and never read this; an abort SGLang chose itself (a
-            # request it cannot serve) must not vanish without a result, or its chunk never settles:
-            # raising sends it down the worker's per-request failure path (alone, then its error line).
-            raise RuntimeError(f"SGLang aborted the request: {meta.get('finish_reason')}")
-        res = GenResult(key=r.key, output_ids=list(out.get("output_ids") or []), text=out["text"],
-                        finish_reason="length" if reason == "length" else "stop",
+        finish = meta.get("finish_reason") or {}
+        if finish.get("type") == "abort":
+            # Our own cancels cancel the task and never read this; an abort SGLang chose itself is this
+            # request's failure alone.
+            return self._refused(r, f"SGLang aborted the request: {finish.get('message') or finish}")
+        res = GenResult(key=r.key, output_ids=list(out.get("output_ids") or []), text=out.get("text") or "",
+                        finish_reason="length" if finish.get("type") == "length" else "stop",
                         prompt_tokens=meta["prompt_tokens"], cached_tokens=meta.get("cached_tokens", 0))
         res.completion_tokens = meta["completion_tokens"]
         return res
+
+    @staticmethod
+    def _refused(r: GenRequest, message: str) -> GenResult:
+        return GenResult(key=r.key, output_ids=[], text="", finish_reason="stop", prompt_tokens=len(r.input_ids),
+                         cached_tokens=0, error=message)
 
     def close(self) -> None:
         self.engine.shutdown()

@@ -26,6 +26,7 @@ from core.config import CpuEngineSettings
 from core.modelstore import context_length, eos_token_ids, load_tokenizer
 from worker.engines.base import EngineStats, GenRequest, GenResult
 from worker.engines.cpu.block_manager import BlockManager
+from worker.engines.cpu.grammar import Grammars
 from worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
 from worker.engines.cpu.model import Llama, default_dtype
 from worker.engines.cpu.paged_attention import paged_decode
@@ -33,6 +34,7 @@ from worker.engines.cpu.sampler import SamplingState, sample
 from worker.engines.cpu.scheduler import ScheduledChunk, Scheduler, Sequence, Step
 from worker.engines.cpu.speculative import PromptLookup, SpecConfig, SpecStats
 from worker.engines.cpu.stops import StopChecker
+from worker.engines.logprobs import TokenNames
 
 # Torch threads by default: every CPU the process may run on. During a batch the API and the
 # scheduler are idle, and on 2 cores two threads ran the prefix file 1.33x faster than one
@@ -114,9 +116,12 @@ class CpuEngine:
         self._fresh_cache()
         self.step_log: list[Step] | None = None   # set to [] to record every step (benchmarks, tests)
         # On by default here, in steps of at most 4 sequences: measured faster on rewrite and chat
-        # alike there (BENCHMARKS.md, session 14); vLLM and SGLang stay off unless set.
+        # alike there (BENCHMARKS.md, speculative decoding); vLLM and SGLang stay off unless set.
         self.spec = speculative or SpecConfig.from_settings(default="ngram")
         self.spec_stats = SpecStats()
+        self.grammars: Grammars | None = None      # made at the first constrained request (xgrammar's vocab scan)
+        self.names = TokenNames(self.tokenizer)
+        self._choices: dict[int, list[Sequence | None]] = {}   # an n > 1 request's finished choices, by key
 
     def _fresh_cache(self) -> None:
         m = self.model
@@ -151,6 +156,7 @@ class CpuEngine:
                  cancel_epoch: Callable[[], int] | None = None) -> Iterator[GenResult]:
         torch.set_num_threads(self.threads)    # in the thread that runs the steps: see _one_thread
         stream = iter(requests)
+        self._choices.clear()
         sched = self._sched = Scheduler(self.blocks, self.max_running, self.step_tokens,
                                         self._draft if self.spec.on else None, self.spec.max_running)
         ready: list[Sequence] = []      # finished without running (nothing to generate)
@@ -200,7 +206,8 @@ class CpuEngine:
                 done += ready
                 ready.clear()
                 for seq in done:
-                    yield self._result(seq)
+                    if (result := self._result(seq)) is not None:
+                        yield result
                 if not step.chunks and not sched.has_work():
                     return
         finally:
@@ -208,18 +215,43 @@ class CpuEngine:
                 sched.finish(seq)
 
     def _sequence(self, request: GenRequest) -> Sequence:
+        """Choice 0 of the request; choices 1..n-1 wait in its ``forks`` (see ``_release``)."""
         ids = list(request.input_ids)
         if not ids:
             raise ValueError(f"request {request.key} has an empty prompt")
-        seq = Sequence(request.key, ids, len(ids), state=(request, SamplingState(request.params),
-                                                          StopChecker(self.tokenizer, request.params.stop)))
-        if request.params.max_tokens <= 0 or len(ids) >= self.context:
+        p = request.params
+        if p.json_schema is not None and self.grammars is None:
+            self.grammars = Grammars(self.tokenizer, int(self.model.lm_head.shape[0]), sorted(self.eos))
+
+        def choice(i: int) -> Sequence:
+            grammar = self.grammars.state(p.json_schema, p.strict_schema) if p.json_schema is not None else None
+            return Sequence(request.key, list(ids), len(ids), choice=i,
+                            state=(request, SamplingState(p, grammar, i), StopChecker(self.tokenizer, p.stop)))
+
+        seq = choice(0)
+        if p.n > 1:
+            seq.forks = [choice(i) for i in range(1, p.n)]
+            self._choices[request.key] = [None] * p.n
+        if p.max_tokens <= 0 or len(ids) >= self.context:
             seq.finish_reason, seq.cached_tokens = "length", 0
         return seq
+
+    def _release(self, seq: Sequence) -> None:
+        """Choice 0 has its prompt's K/V (its first token was just sampled): the other choices join, each
+        taking the prompt's cached full blocks, and draw their own first token from their own stream."""
+        forks, seq.forks = seq.forks, None
+        sched = self._sched
+        for fork in forks:
+            if seq.urgent:
+                sched.admit_urgent(fork)
+        if not seq.urgent:
+            sched.waiting.extendleft(reversed(forks))
 
     def _draft(self, seq: Sequence, most: int) -> list[int]:
         """Prompt lookup's draft for ``seq``: never past max_tokens or the context (counting the bonus token)."""
         request = seq.state[0]
+        if seq.state[1].grammar is not None:
+            return []         # a draft's tokens would need the grammar's state after each: plain decoding only
         most = min(most, request.params.max_tokens - len(seq.output) - 1, self.context - len(seq.tokens))
         if most <= 0:
             return []
@@ -249,6 +281,9 @@ class CpuEngine:
                 plain.append(len(sample_rows))
                 sample_rows.append(row + c.n - 1)
                 samplers.append(c.seq)
+        for seq in samplers:
+            if (grammar := seq.state[1].grammar) is not None:
+                grammar.prepare()        # the next token's mask, computed while the forward pass runs
         attn = PagedAttention(self.pool, chunks, self.model.head_dim ** -0.5, self.decode_kernel)
         logits = self.model.forward(torch.tensor(ids), torch.cat(positions), attn,
                                     torch.tensor(sample_rows, dtype=torch.long), between)
@@ -277,7 +312,7 @@ class CpuEngine:
         chunk's tokens whose K/V now count (its last token and the accepted draft)."""
         seq, draft = chunk.seq, chunk.draft
         state = seq.state[1]
-        fast = state.params.temperature <= 0 and not state.adjusts
+        fast = state.plain
         greedy = logits.argmax(dim=-1).tolist() if fast else None
         for j in range(len(draft) + 1):
             token = greedy[j] if fast else sample(logits[j:j + 1], [state])[0]
@@ -297,6 +332,8 @@ class CpuEngine:
         request, sampling, stops = seq.state
         seq.tokens.append(token)
         sampling.record(token)
+        if seq.forks:
+            self._release(seq)
         if request.on_tokens is not None:
             request.on_tokens([token])
         if token in self.eos:
@@ -310,10 +347,34 @@ class CpuEngine:
         if len(seq.output) >= request.params.max_tokens or len(seq.tokens) >= self.context:
             seq.finish_reason = "length"
 
-    def _result(self, seq: Sequence) -> GenResult:
+    def _result(self, seq: Sequence) -> GenResult | None:
+        """The request's result once all its choices finished (None while some still run)."""
+        if seq.forks:                     # ended before its first token (too long): so do the other choices
+            forks, seq.forks = seq.forks, None
+            for fork in forks:
+                fork.finish_reason, fork.cached_tokens = seq.finish_reason, 0
+                self._result(fork)
+        group = self._choices.get(seq.key)
+        if group is None:
+            return self._one(seq)
+        group[seq.choice] = seq
+        if any(s is None for s in group):
+            return None
+        del self._choices[seq.key]
+        first, *rest = (self._one(s) for s in group)
+        first.choices = rest
+        first.__post_init__()             # completion tokens of every choice
+        return first
+
+    def _one(self, seq: Sequence) -> GenResult:
         text = seq.text
         if text is None:
             text = self.tokenizer.decode(seq.output, skip_special_tokens=True)
+        logprobs = None
+        if (noted := seq.state[1].logprobs) is not None:
+            if noted and noted[-1][0] in self.eos and seq.finish_reason == "stop":
+                noted = noted[:-1]        # the end-of-sequence token is not part of the text
+            logprobs = [self.names.entry(t, lp, top) for t, lp, top in noted]
         return GenResult(
             key=seq.key,
             output_ids=seq.output,
@@ -321,4 +382,5 @@ class CpuEngine:
             finish_reason=seq.finish_reason,
             prompt_tokens=seq.prompt_len,
             cached_tokens=seq.cached_tokens or 0,
+            logprobs=logprobs,
         )

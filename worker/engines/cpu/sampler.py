@@ -1,4 +1,5 @@
-"""Next-token choice: logit bias and penalties (OpenAI's semantics), then greedy or temperature/top-p.
+"""Next-token choice: logit bias and penalties (OpenAI's semantics), the grammar's mask, then greedy or
+temperature/top-p; and the log-probabilities of what was chosen.
 
 OpenAI's definitions, applied to the logits before temperature:
 ``logit_bias`` adds its value to each listed token (-100 bans a token,
@@ -6,6 +7,12 @@ OpenAI's definitions, applied to the logits before temperature:
 every token already in the output, ``frequency_penalty`` its value times the
 token's count there. Only generated tokens count, not the prompt (as in
 OpenAI's and vLLM's implementations).
+
+Structured output (``grammar.py``) sets every token its grammar does not allow
+next to -inf after the bias and penalties. Log-probabilities, when asked for,
+are those of the distribution the token was drawn from: after bias,
+penalties, the mask and temperature (temperature 1 for greedy requests,
+whose distribution is a point mass), before top-p's cut.
 """
 from __future__ import annotations
 
@@ -14,33 +21,50 @@ from collections import Counter
 import torch
 
 from worker.engines.base import SamplingParams
+from worker.engines.cpu.grammar import GrammarState
+
+FLOOR = -9999.0   # OpenAI's stand-in for a log-probability of -inf (JSON has no infinity)
 
 
 class SamplingState:
     """What one sequence's sampling remembers: its random generator and its output's token counts."""
 
-    def __init__(self, params: SamplingParams) -> None:
+    def __init__(self, params: SamplingParams, grammar: GrammarState | None = None, choice: int = 0) -> None:
+        """``choice``: which of the request's n choices this sequence is; with a seed, choice i draws from its
+        own stream derived from (seed, i), so n choices are distinct and each reproducible."""
         self.params = params
+        self.grammar = grammar
         self.generator = torch.Generator()
         if params.seed is None:
             self.generator.seed()
         else:
-            self.generator.manual_seed(params.seed)
+            self.generator.manual_seed((params.seed + choice * 0x9E3779B97F4A7C15) % 2**64)
+        # (token, its log-probability, the top_logprobs' (token, log-probability)) per sampled token
+        self.logprobs: list[tuple[int, float, list[tuple[int, float]]]] | None = \
+            None if params.logprobs is None else []
         self.counts: Counter[int] = Counter()
         self.adjusts = bool(params.logit_bias or params.presence_penalty or params.frequency_penalty)
         if params.logit_bias:
             self.bias_ids = torch.tensor([t for t, _ in params.logit_bias], dtype=torch.long)
             self.bias_values = torch.tensor([b for _, b in params.logit_bias], dtype=torch.float32)
 
+    @property
+    def plain(self) -> bool:
+        """Greedy with nothing to apply or record: the argmax of the raw logits is the token."""
+        return self.params.temperature <= 0 and not self.adjusts and self.grammar is None and self.logprobs is None
+
     def record(self, token: int) -> None:
         if self.adjusts:
             self.counts[token] += 1
+        if self.grammar is not None:
+            self.grammar.accept(token)
 
     def adjust(self, logits: torch.Tensor) -> torch.Tensor:
         """Apply logit_bias and the penalties to one row of logits (in place)."""
         p = self.params
         if p.logit_bias:
-            if self.bias_ids.numel() and int(self.bias_ids.max()) >= len(logits):   # validation's job; never crash a step
+            # Validation's job; never crash a step.
+            if self.bias_ids.numel() and int(self.bias_ids.max()) >= len(logits):
                 keep = self.bias_ids < len(logits)
                 self.bias_ids, self.bias_values = self.bias_ids[keep], self.bias_values[keep]
             logits.index_add_(0, self.bias_ids, self.bias_values)
@@ -56,6 +80,8 @@ def sample(logits: torch.Tensor, states: list[SamplingState]) -> list[int]:
     for row, state in enumerate(states):
         if state.adjusts:
             state.adjust(logits[row])
+        if state.grammar is not None:
+            state.grammar.mask(logits[row])
     greedy = logits.argmax(dim=-1).tolist()
     tokens = []
     for row, (state, best) in enumerate(zip(states, greedy)):
@@ -64,7 +90,22 @@ def sample(logits: torch.Tensor, states: list[SamplingState]) -> list[int]:
             tokens.append(best)
         else:
             tokens.append(draw(torch.softmax(logits[row] / p.temperature, dim=-1), p.top_p, state.generator))
+        if state.logprobs is not None:
+            note_logprobs(state, logits[row], tokens[-1])
     return tokens
+
+
+def note_logprobs(state: SamplingState, logits: torch.Tensor, token: int) -> None:
+    """Record the chosen token's log-probability and the likeliest ``params.logprobs`` tokens' (OpenAI lists
+    the chosen one beside them, whether or not it is among them)."""
+    temperature = state.params.temperature if state.params.temperature > 0 else 1.0
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    k = state.params.logprobs or 0
+    top: list[tuple[int, float]] = []
+    if k:
+        values, ids = logp.topk(k)
+        top = [(t, v) for t, v in zip(ids.tolist(), values.tolist()) if v > FLOOR]   # not the masked ones
+    state.logprobs.append((token, max(float(logp[token]), FLOOR), top))
 
 
 def draw(probs: torch.Tensor, top_p: float, generator: torch.Generator) -> int:

@@ -64,6 +64,10 @@ class Sequence:
     text: str | None = None           # set when a stop string cut the output
     urgent: bool = False              # an interactive request: ahead of batch work
     lookup: Any = None                # the drafter's index of this sequence (speculative decoding)
+    choice: int = 0                   # which of its request's n choices this is
+    # Choices 1..n-1 of an n > 1 request, held by choice 0 until its prompt is computed: they then take its
+    # prompt's cached blocks and compute only their last partial block (one prefill for all n).
+    forks: list[Sequence] | None = None
 
     @property
     def output(self) -> list[int]:

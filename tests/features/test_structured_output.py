@@ -1,0 +1,125 @@
+"""Structured output: `response_format` json_schema (OpenAI's strict subset) and json_object, through the real SDK
+against the real service, in a batch and interactively; every finished output parses and validates. A schema
+outside the subset is a per-line 400 naming the keyword."""
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+import jsonschema_rs
+import openai
+import pytest
+from pydantic import BaseModel
+
+from core.bodies import BodyError
+from core.structured import check_schema, schema_constraint
+from tests.conftest import TINY
+from tests.live import chat_lines, read_lines, run_batch
+
+LABEL = {"type": "object", "additionalProperties": False, "required": ["label", "ok", "tags", "note"],
+         "properties": {"label": {"enum": ["pos", "neg", "neutral"]}, "ok": {"type": "boolean"},
+                        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2},
+                        "note": {"anyOf": [{"type": "null"}, {"const": "x"}]}}}
+ITEM = {"type": "object", "additionalProperties": False, "required": ["item"],
+        "properties": {"item": {"$ref": "#/$defs/item"}},
+        "$defs": {"item": {"type": "object", "additionalProperties": False, "required": ["kind", "score"],
+                           "properties": {"kind": {"enum": ["k1", "k2"]},
+                                          "score": {"type": "integer", "minimum": 1, "maximum": 5}}}}}
+
+
+def fmt(name: str, schema: dict) -> dict:
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+
+
+@pytest.mark.parametrize("schema, keyword", [
+    ({"type": "object", "allOf": []}, "allOf"),
+    ({"type": "object", "properties": {"a": {"type": "string", "minLength": 2}}}, "minLength"),
+    ({"type": "object", "patternProperties": {}}, "patternProperties"),
+    ({"type": "object", "properties": {"a": {"type": "number", "multipleOf": 2}}}, "multipleOf"),
+])
+def test_keywords_outside_the_subset_are_named(schema, keyword) -> None:
+    with pytest.raises(BodyError) as e:
+        check_schema(schema, False, "response_format.json_schema.schema")
+    assert keyword in e.value.message and e.value.code == "invalid_value"
+
+
+def test_strict_rules_and_canonical_form() -> None:
+    with pytest.raises(BodyError, match="additionalProperties"):
+        check_schema({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}, True, "s")
+    with pytest.raises(BodyError, match="missing"):
+        check_schema({"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False},
+                     True, "s")
+    with pytest.raises(BodyError, match="names no definition"):
+        check_schema({"type": "object", "properties": {"a": {"$ref": "#/$defs/b"}}}, False, "s")
+    a, b = schema_constraint(fmt("x", LABEL), "rf"), schema_constraint(fmt("y", dict(reversed(LABEL.items()))), "rf")
+    assert a == b and a.strict                     # equal schemas share one compiled grammar
+    assert schema_constraint({"type": "json_object"}, "rf").schema == '{"type": "object"}'
+    assert schema_constraint({"type": "text"}, "rf") is None
+
+
+def test_grammars_compile_once_per_schema(tiny_engine) -> None:
+    from worker.engines.cpu.grammar import Grammars
+
+    g = Grammars(tiny_engine.tokenizer, int(tiny_engine.model.lm_head.shape[0]), sorted(tiny_engine.eos))
+    s = schema_constraint(fmt("x", LABEL), "rf").schema
+    assert g.get(s, True) is g.get(s, True) and g.get(s, True) is not g.get(s, False)
+    assert g.get(s, True).result(timeout=30) is not None
+
+
+def test_a_batch_of_mixed_schemas_gives_only_valid_json(served, tiny_engine) -> None:
+    c = served.client()
+    # json_object lets a random-weight model write keys forever: a bias toward '}' makes its objects short, and
+    # only the grammar puts the '{' before it (the bias alone would start the output with '}').
+    close = {str(tiny_engine.tokenizer.convert_tokens_to_ids("}")): 100}
+    rows = chat_lines(12, TINY, max_tokens=80, prefix="classify: ")
+    for i, row in enumerate(rows):
+        kind = ("label", "item", "object")[i % 3]
+        row["body"].update(temperature=1.0 if i % 2 else 0, seed=i,
+                           response_format={"type": "json_object"} if kind == "object" else
+                           fmt(kind, LABEL if kind == "label" else ITEM))
+        if kind == "object":
+            row["body"]["logit_bias"] = close
+    b = run_batch(c, rows)
+    assert b.status == "completed" and b.request_counts.completed == 12, b
+    out = {x["custom_id"]: x["response"]["body"] for x in read_lines(c, b.output_file_id)}
+    for row in rows:
+        choice = out[row["custom_id"]]["choices"][0]
+        assert choice["finish_reason"] == "stop", choice
+        doc = json.loads(choice["message"]["content"])
+        spec = row["body"]["response_format"]
+        schema = spec["json_schema"]["schema"] if spec["type"] == "json_schema" else {"type": "object"}
+        jsonschema_rs.validate(schema, doc)
+
+
+def test_a_schema_outside_the_subset_fails_its_line_naming_the_keyword(served) -> None:
+    c = served.client()
+    rows = chat_lines(3, TINY, max_tokens=4)
+    rows[1]["body"]["response_format"] = fmt("bad", {"type": "object", "properties": {"a": {"not": {}}}})
+    rows[2]["body"]["response_format"] = fmt("loose", {"type": "object", "properties": {"a": {"type": "null"}},
+                                                      "required": ["a"]})
+    b = run_batch(c, rows)
+    assert b.status == "failed"
+    errs = [(e.line, e.code) for e in b.errors.data]
+    assert errs == [(2, "invalid_value"), (3, "invalid_value")]
+    assert "'not'" in b.errors.data[0].message and "additionalProperties" in b.errors.data[1].message
+
+
+class Verdict(BaseModel):
+    label: Literal["pos", "neg"]
+    ok: bool
+
+
+def test_interactive_parse_with_a_pydantic_model_and_a_stream(served) -> None:
+    c = served.client()
+    r = c.chat.completions.parse(model=TINY, messages=[{"role": "user", "content": "Is this good?"}],
+                                 response_format=Verdict, max_tokens=40, temperature=1.0, seed=1)
+    assert r.choices[0].finish_reason == "stop" and isinstance(r.choices[0].message.parsed, Verdict)
+    chunks = list(c.chat.completions.create(model=TINY, messages=[{"role": "user", "content": "Item?"}],
+                                            response_format=fmt("item", ITEM), max_tokens=60, stream=True))
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    jsonschema_rs.validate(ITEM, json.loads(text))
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model=TINY, messages=[{"role": "user", "content": "x"}], max_tokens=4,
+                                  response_format=fmt("bad", {"type": "object", "patternProperties": {}}))
+    assert e.value.body["param"] == "response_format.json_schema.schema"
+    assert "patternProperties" in e.value.body["message"]

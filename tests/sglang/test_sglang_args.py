@@ -1,0 +1,51 @@
+"""What SGLang is handed: engine arguments and per-request sampling params (worker/engines/sglang_args.py)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.config import SglangSettings
+from worker.engines.base import SamplingParams
+from worker.engines.sglang_args import Refused, engine_args, sampling_params
+from worker.engines.speculative import SpecConfig
+
+
+def test_top_p_zero_is_the_top_token() -> None:
+    p = sampling_params(SamplingParams(max_tokens=4, top_p=0.0), 100)
+    assert p["top_p"] == 1.0 and p["top_k"] == 1
+    assert "top_k" not in sampling_params(SamplingParams(max_tokens=4, top_p=0.5), 100)
+
+
+def test_logit_bias_outside_the_vocabulary_is_refused() -> None:
+    ok = sampling_params(SamplingParams(max_tokens=4, logit_bias=((99, -100.0),)), 100)
+    assert ok["logit_bias"] == {"99": -100.0}
+    with pytest.raises(Refused, match="100"):
+        sampling_params(SamplingParams(max_tokens=4, logit_bias=((100, 1.0),)), 100)
+
+
+def test_seed_goes_in_only_under_deterministic_inference() -> None:
+    p = SamplingParams(max_tokens=4, seed=7)
+    assert "sampling_seed" not in sampling_params(p, 100)
+    assert sampling_params(p, 100, deterministic=True)["sampling_seed"] == 7
+    assert engine_args(Path("m"), SglangSettings(deterministic=True))["enable_deterministic_inference"] is True
+    assert "enable_deterministic_inference" not in engine_args(Path("m"), SglangSettings())
+
+
+def test_engine_args() -> None:
+    args = engine_args(Path("/m"), SglangSettings(device="cpu", attention_backend="torch_native",
+                                                  max_total_tokens=4096, disable_cuda_graph=True), tp=2)
+    assert args == dict(model_path="/m", tp_size=2, schedule_policy="fcfs", chunked_prefill_size=2048,
+                        log_level="warning", enable_mixed_chunk=True, max_total_tokens=4096, device="cpu",
+                        attention_backend="torch_native", disable_cuda_graph=True)
+    spec = engine_args(Path("/m"), SglangSettings(), spec=SpecConfig(method="ngram", tokens=4))
+    assert "enable_mixed_chunk" not in spec and spec["speculative_num_draft_tokens"] == 4
+
+
+def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.config import Settings
+
+    monkeypatch.setenv("BLENDSERVE_SGLANG_MAX_TOTAL_TOKENS", "4096")
+    monkeypatch.setenv("BLENDSERVE_SGLANG_DEVICE", "cpu")
+    s = Settings().sglang
+    assert (s.max_total_tokens, s.device, s.chunked_prefill_size) == (4096, "cpu", 2048)

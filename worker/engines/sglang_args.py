@@ -1,0 +1,62 @@
+"""What the SGLang engine hands SGLang: `sglang.Engine` keyword arguments and per-request sampling params.
+
+Pure Python (no sglang import), so the rules are tested on any machine:
+
+- SGLang's scheduler runs `schedule_policy="fcfs"`: it admits in the order the worker submits, the plan's.
+- Mixed chunked prefill (`enable_mixed_chunk`) makes one step carry every running decode plus a prefill
+  chunk, `chunked_prefill_size` tokens together: the step a blend is paced for. SGLang turns mixing off
+  with speculative decoding (and caps running requests at 48): then the engine reports no step budget.
+- `top_p: 0` (OpenAI: only the likeliest token) is `top_k: 1` for SGLang, which refuses a top_p of 0.
+- A `logit_bias` id outside SGLang's vocabulary is refused for that request alone (SGLang would raise).
+- `seed` is honoured only under SGLang's deterministic inference (`sampling_seed` is ignored otherwise):
+  BLENDSERVE_SGLANG_DETERMINISTIC turns it on, at a throughput cost; off, a seed is accepted and, as
+  OpenAI says of seeds, determinism is not guaranteed.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.config import SglangSettings
+from worker.engines.base import SamplingParams
+from worker.engines.speculative import SpecConfig
+
+
+class Refused(ValueError):
+    """A request SGLang cannot run as asked; it fails alone with this message."""
+
+
+def engine_args(model_path: Path, options: SglangSettings, *, tp: int = 1, spec: SpecConfig | None = None) -> dict:
+    """Keyword arguments for `sglang.Engine`."""
+    args: dict = dict(model_path=str(model_path), tp_size=tp, schedule_policy="fcfs",
+                      chunked_prefill_size=options.chunked_prefill_size, log_level="warning")
+    spec_args = (spec or SpecConfig()).sglang()
+    if not spec_args:
+        args["enable_mixed_chunk"] = True      # SGLang refuses to mix chunks while it speculates
+    args.update(spec_args)
+    optional = {"mem_fraction_static": options.mem_fraction_static, "max_total_tokens": options.max_total_tokens,
+                "max_running_requests": options.max_running_requests, "device": options.device or None,
+                "attention_backend": options.attention_backend or None, "dtype": options.dtype or None}
+    args.update({k: v for k, v in optional.items() if v is not None})
+    if options.disable_cuda_graph:
+        args["disable_cuda_graph"] = True
+    if options.deterministic:
+        args["enable_deterministic_inference"] = True
+    return args
+
+
+def sampling_params(p: SamplingParams, vocab_size: int, *, deterministic: bool = False) -> dict:
+    """SGLang's sampling params for one request; raises Refused for what SGLang would refuse."""
+    params: dict = {"max_new_tokens": p.max_tokens, "temperature": p.temperature, "top_p": p.top_p,
+                    "stop": list(p.stop) or None, "presence_penalty": p.presence_penalty,
+                    "frequency_penalty": p.frequency_penalty}
+    if p.top_p <= 0.0:
+        params.update(top_p=1.0, top_k=1)
+    if p.logit_bias:
+        outside = [t for t, _ in p.logit_bias if not 0 <= t < vocab_size]
+        if outside:
+            raise Refused(f"logit_bias token id {outside[0]} is outside the model's vocabulary "
+                          f"(ids 0 to {vocab_size - 1}).")
+        params["logit_bias"] = {str(t): b for t, b in p.logit_bias}
+    if deterministic and p.seed is not None:
+        params["sampling_seed"] = p.seed
+    return params
