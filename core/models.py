@@ -25,6 +25,20 @@ class File(Base):
     bytes: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[int] = mapped_column(Integer, index=True)
     expires_at: Mapped[int | None] = mapped_column(Integer, index=True)   # index: retention's sweep (0006)
+    lines: Mapped[int | None] = mapped_column(Integer)   # lines of an upload: the queue quota's bound (0012)
+
+
+class DeletedFile(Base):
+    """A file deleted through the API, kept for a week (migration 0012) so that a list cursor (`after`) naming
+    it still says where the next page starts: a script that deletes each file of a page as it goes would
+    otherwise get a 404 for the next page."""
+
+    __tablename__ = "deleted_files"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[int] = mapped_column(Integer)
+    deleted_at: Mapped[int] = mapped_column(Integer, index=True)
 
 
 class Batch(Base):
@@ -34,7 +48,7 @@ class Batch(Base):
     owner: Mapped[str] = mapped_column(String(64), index=True)
     endpoint: Mapped[str] = mapped_column(String(64))
     model: Mapped[str | None] = mapped_column(String(256))
-    input_file_id: Mapped[str] = mapped_column(String(64))
+    input_file_id: Mapped[str] = mapped_column(String(64), index=True)   # index: a file's unfinished batches (0012)
     completion_window: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16), index=True)
     output_file_id: Mapped[str | None] = mapped_column(String(64))

@@ -140,7 +140,7 @@ def _finish(sessions: sessionmaker[Session], store: FileStore, batch_id: str, st
                           % (new_id("req_").encode(), _ascii_text(r.response)))
                 n_out += 1
             else:
-                err.write(head + b'"response": null, "error": %s}\n' % _ascii_text(r.error))
+                err.write(head + _failure(r.error) + b"}\n")
                 n_err += 1
         now = int(time.time())
         files = []
@@ -166,6 +166,25 @@ def _finish(sessions: sessionmaker[Session], store: FileStore, batch_id: str, st
                 store.delete(f.id)
             raise
     log.info("batch %s %s: %d output line(s), %d error line(s) (%s)", batch_id, status, n_out, n_err, endpoint)
+
+
+# Failures with no HTTP answer: the batch ended first, or the service failed. Every other failure is the
+# request's own (its body, its prompt's length, its model), which OpenAI writes as the endpoint's 4xx answer.
+_BATCH_LEVEL = {"batch_expired", "batch_cancelled", "server_error", "file_not_found"}
+_STATUS = {"model_not_found": 404}
+
+
+def _failure(stored: str | None) -> bytes:
+    """An error line's `response` and `error`: request-level failures as OpenAI writes them (`response` with
+    its status code and `body.error`, `error` null), the rest in `error` with no response."""
+    err = json.loads(stored) if stored else {}
+    code = err.get("code")
+    if not code or code in _BATCH_LEVEL:
+        return b'"response": null, "error": %s' % _ascii_text(stored)
+    body = {"error": {"message": err.get("message", ""), "type": "invalid_request_error",
+                      "param": err.get("param"), "code": code}}
+    return b'"response": {"status_code": %d, "request_id": "%s", "body": %s}, "error": null' % (
+        _STATUS.get(code, 400), new_id("req_").encode(), json.dumps(body).encode())
 
 
 def _ascii_json(value) -> bytes:

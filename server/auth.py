@@ -56,6 +56,11 @@ def bearer(scope: Scope) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
+def has_body(scope: Scope) -> bool:
+    declared = header(scope, b"content-length")
+    return declared not in ("", "0") or bool(header(scope, b"transfer-encoding"))
+
+
 def session_cookie(scope: Scope) -> str:
     try:
         jar = SimpleCookie(header(scope, b"cookie"))
@@ -65,9 +70,13 @@ def session_cookie(scope: Scope) -> str:
     return morsel.value if morsel else ""
 
 
-async def send_error(send: Send, err: APIError) -> None:
+async def send_error(send: Send, err: APIError, unread: bool = False) -> None:
+    """The error, and with `unread` (a body is coming that nobody will read) `Connection: close`: the server
+    hangs up after the answer instead of reading and discarding the rest to keep the connection."""
     body = orjson.dumps({"error": {"message": err.message, "type": err.type, "param": err.param, "code": err.code}})
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if unread:
+        headers.append((b"connection", b"close"))
     if err.status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
     headers += [(k.lower().encode(), v.encode()) for k, v in err.headers.items()]
@@ -93,7 +102,7 @@ class FrontDoor:
             if declared and int(declared) > limit:
                 raise _too_large(limit)
         except APIError as err:
-            await send_error(send, err)
+            await send_error(send, err, unread=has_body(scope))
             return
         if (scope["method"], scope["path"]) == UPLOAD:
             await self.app(scope, _counted(receive, limit), send)
@@ -101,7 +110,7 @@ class FrontDoor:
         try:
             body = await _read(receive, limit)
         except APIError as err:
-            await send_error(send, err)
+            await send_error(send, err, unread=True)
             return
         if body is None:            # the client went away
             return

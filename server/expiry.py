@@ -7,6 +7,7 @@ scheduler/retention.py deletes what has expired.
 """
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -32,7 +33,9 @@ def form_expires_after(fields: dict[str, str], name: str) -> int | None:
     if anchor is not None and anchor != "created_at":
         raise APIError(400, f"Invalid value for '{name}.anchor': the supported anchor is 'created_at'.",
                        param=f"{name}.anchor", code="invalid_value")
-    if seconds is None or not seconds.strip().isdigit() or not MIN_SECONDS <= int(seconds) <= MAX_SECONDS:
+    # ASCII digits only: str.isdigit() also accepts '²' and other digits int() refuses.
+    if seconds is None or not re.fullmatch(r"[0-9]{1,10}", seconds.strip()) \
+            or not MIN_SECONDS <= int(seconds) <= MAX_SECONDS:
         raise APIError(400, f"Invalid value for '{name}.seconds': an integer between {MIN_SECONDS} and "
                        f"{MAX_SECONDS} is required.", param=f"{name}.seconds", code="invalid_value")
     return int(seconds)

@@ -7,7 +7,7 @@ arrives, and the size limit is enforced on the bytes received.
 """
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from python_multipart.exceptions import MultipartParseError
@@ -41,11 +41,15 @@ class Upload:
     fields: dict[str, str] = field(default_factory=dict)
     filename: str | None = None
     size: int = 0
+    lines: int = 0             # of the file part: newlines, plus a last line without one
+    last: bytes = b"\n"
     complete: bool = False     # the closing boundary arrived (a cut-off body must not store a partial file)
 
 
-async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: AtomicWriter, limit: int) -> Upload:
-    """Parse the form, writing the `file` part to `writer`; other parts become text fields."""
+async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: AtomicWriter, limit: int,
+                         quota_left: int | None = None, over_quota: Callable[[], Exception] | None = None) -> Upload:
+    """Parse the form, writing the `file` part to `writer`; other parts become text fields. Past `limit` bytes
+    of file a 413; past `quota_left` (the tenant's stored-bytes quota) the error `over_quota` makes."""
     ctype, params = parse_options_header(content_type)
     if ctype != b"multipart/form-data" or b"boundary" not in params:
         raise APIError(400, "Expected a multipart/form-data body with 'file' and 'purpose'.", code="invalid_request")
@@ -94,7 +98,12 @@ async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: 
             if up.size > limit:
                 raise APIError(413, f"File is larger than the limit of {limit} bytes.", param="file",
                                code="file_too_large")
+            if quota_left is not None and up.size > quota_left and over_quota is not None:
+                raise over_quota()
             writer.write(data[start:end])
+            if end > start:
+                up.lines += data.count(b"\n", start, end)
+                up.last = data[end - 1:end]
         else:
             part["buf"] += data[start:end]
             if len(part["buf"]) > _MAX_FIELD:
@@ -117,4 +126,5 @@ async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: 
         raise _bad(f"The multipart/form-data body is malformed: {e}") from None
     if not up.complete:
         raise _bad("The multipart/form-data body ended before its closing boundary.")
+    up.lines += up.size > 0 and up.last != b"\n"
     return up

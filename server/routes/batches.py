@@ -11,6 +11,7 @@ from sqlalchemy import select, update
 from core.ids import new_id
 from core.jobs import batch_stats
 from core.models import Batch
+from server import quotas
 from server.deps import OwnerDep, SessionDep, StateDep, read
 from server.errors import APIError, check_id, not_found
 from server.expiry import ExpiresAfter
@@ -28,7 +29,9 @@ CANCELLABLE = ("validating", "in_progress")
 
 class CreateBatch(BaseModel):
     """Unknown fields are refused (400), as OpenAI does; the schema's enums and bounds match the checks below,
-    and the app fills completion_window's enum from the configured windows."""
+    and the app fills completion_window's enum from the configured windows. Metadata is the caller's own, as
+    at OpenAI: a `priority` of "high", "normal" or "low" orders the batch's work (scheduler/priority.py), any
+    other value is kept and ignored."""
     model_config = ConfigDict(extra="forbid")
 
     input_file_id: str
@@ -36,7 +39,6 @@ class CreateBatch(BaseModel):
     completion_window: str
     metadata: dict[str, str] | None = Field(default=None, json_schema_extra={
         "maxProperties": 16, "propertyNames": {"maxLength": 64},
-        "properties": {"priority": {"type": "string", "enum": ["high", "normal", "low"]}},
         "additionalProperties": {"type": "string", "maxLength": 512}})
     output_expires_after: ExpiresAfter | None = None
 
@@ -52,8 +54,6 @@ class CreateBatch(BaseModel):
                 raise ValueError(f"key '{k[:20]}...' is longer than 64 characters")
             if len(val) > 512:
                 raise ValueError(f"value of '{k}' is longer than 512 characters")
-        if v.get("priority", "normal") not in ("high", "normal", "low"):     # scheduler/priority.py
-            raise ValueError("'priority' must be 'high', 'normal' or 'low'")
         return v
 
 
@@ -77,10 +77,11 @@ def create_batch(req: CreateBatch, session: SessionDep, owner: OwnerDep, st: Sta
     if req.completion_window not in windows:
         raise APIError(400, f"Invalid completion_window '{req.completion_window}': supported values are "
                        f"{list(windows)}.", param="completion_window", code="invalid_value")
-    f = get_owned(session, owner, req.input_file_id)
+    f = get_owned(session, owner, req.input_file_id, lock=True)    # a delete of it waits for this create
     if f.purpose != "batch":
         raise APIError(400, f"File '{f.id}' has purpose '{f.purpose}'; a batch needs a file with purpose 'batch'.",
                        param="input_file_id", code="invalid_value")
+    quotas.check_queue(session, st.settings, st.store, owner, f)
     now = int(time.time())
     b = Batch(id=new_id("batch_"), owner=owner, endpoint=req.endpoint, input_file_id=f.id,
               completion_window=req.completion_window, status="validating", metadata_=req.metadata,
@@ -100,7 +101,7 @@ async def list_batches(st: StateDep, owner: OwnerDep, after: str | None = None,
 def _list_batches(session, owner: str, after: str | None, limit: int) -> dict:
     q = select(Batch).where(Batch.owner == owner)
     if after:
-        cur = get_owned_batch(session, owner, after)
+        cur = get_owned_batch(session, owner, after)      # batches are never deleted: a cursor always resolves
         q = q.where(after_cursor((Batch.created_at, Batch.id), (cur.created_at, cur.id), descending=True))
     rows = session.scalars(q.order_by(Batch.created_at.desc(), Batch.id.desc()).limit(limit + 1)).all()
     rows, has_more = rows[:limit], len(rows) > limit
@@ -131,6 +132,6 @@ def cancel_batch(batch_id: str, session: SessionDep, owner: OwnerDep, st: StateD
     session.commit()
     st.status_cache.drop(owner, batch_id)
     session.refresh(b)
-    if b.status not in ("cancelling", "cancelled"):
-        raise APIError(409, f"Cannot cancel a batch with status '{b.status}'.", code="invalid_state")
+    if b.status not in ("cancelling", "cancelled"):    # a 400: the SDK retries a 409, and this never changes
+        raise APIError(400, f"Cannot cancel a batch with status '{b.status}'.", code="invalid_state")
     return render(session, b)

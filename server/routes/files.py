@@ -7,10 +7,11 @@ from typing import Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from core.ids import new_id
-from core.models import File
+from core.models import Batch, DeletedFile, File
+from server import quotas
 from server.deps import OwnerDep, SessionDep, StateDep, read
 from server.errors import APIError, check_id, not_found
 from server.expiry import expires_at, form_expires_after
@@ -22,11 +23,15 @@ from server.upload import receive_upload
 router = APIRouter(prefix="/v1/files", tags=["files"])
 
 UPLOAD_PURPOSES = ("batch",)
+UNFINISHED = ("validating", "in_progress", "finalizing", "cancelling")   # a batch that may still read its input
+TOMBSTONE_S = 7 * 86400     # how long a deleted file's place in the list order is kept (list cursors)
 FORM_FIELDS = {"purpose", "expires_after[anchor]", "expires_after[seconds]"}
 
 
-def get_owned(session, owner: str, file_id: str) -> File:
-    f = session.get(File, check_id("file", file_id))
+def get_owned(session, owner: str, file_id: str, *, lock: bool = False) -> File:
+    """The caller's file, or a 404 (another tenant's file is not found). `lock`: FOR UPDATE on PostgreSQL, so
+    a batch create and a delete of its input file are serialized (SQLite's writers are already)."""
+    f = session.get(File, check_id("file", file_id), with_for_update=lock or None)
     if f is None or f.owner != owner:
         raise not_found("file", file_id)
     return f
@@ -35,12 +40,14 @@ def get_owned(session, owner: str, file_id: str) -> File:
 @router.post("", response_model=FileObject, responses=ERRORS, openapi_extra=UPLOAD_BODY)
 async def create_file(request: Request, st: StateDep, owner: OwnerDep) -> dict:
     limit = st.settings.max_file_bytes
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit + 64 * 1024:
+    declared = request.headers.get("content-length")     # digits only: the front door checked it
+    if declared and int(declared) > limit + 64 * 1024:
         raise APIError(413, f"File is larger than the limit of {limit} bytes.", param="file", code="file_too_large")
+    quota_left = await read(st, quotas.check_upload, st.settings, owner)
     file_id = new_id("file-")
     with st.store.open_writer(file_id) as writer:
-        up = await receive_upload(request.headers.get("content-type", ""), request.stream(), writer, limit)
+        up = await receive_upload(request.headers.get("content-type", ""), request.stream(), writer, limit,
+                                  quota_left, lambda: _storage_full(st, owner))
         unknown = sorted(set(up.fields) - FORM_FIELDS)
         if unknown:
             raise APIError(400, f"Unrecognized request argument supplied: {unknown[0][:64]!r}.",
@@ -60,7 +67,7 @@ async def create_file(request: Request, st: StateDep, owner: OwnerDep) -> dict:
         await run_in_threadpool(writer.commit)
     now = int(time.time())
     row = File(id=file_id, owner=owner, filename=up.filename, purpose=purpose, bytes=up.size, created_at=now,
-               expires_at=expires_at(now, lifetime))
+               expires_at=expires_at(now, lifetime), lines=up.lines)
 
     def insert() -> dict:
         with st.sessions.begin() as s:
@@ -68,6 +75,11 @@ async def create_file(request: Request, st: StateDep, owner: OwnerDep) -> dict:
         return file_obj(row)
 
     return await run_in_threadpool(insert)
+
+
+def _storage_full(st, owner: str) -> APIError:
+    with st.read_sessions() as s:
+        return quotas.storage_full(s, st.settings, owner)
 
 
 @router.get("", response_model=FileList, responses=ERRORS)
@@ -83,7 +95,9 @@ def _list_files(session, owner: str, purpose: str | None, limit: int, after: str
         q = q.where(File.purpose == purpose)
     key = (File.created_at, File.id)
     if after:
-        cur = get_owned(session, owner, after)
+        cur = session.get(File, check_id("file", after)) or session.get(DeletedFile, after)
+        if cur is None or cur.owner != owner:
+            raise not_found("file", after)
         q = q.where(after_cursor(key, (cur.created_at, cur.id), descending=order == "desc"))
     q = q.order_by(*(k.desc() for k in key)) if order == "desc" else q.order_by(*key)
     rows = session.scalars(q.limit(limit + 1)).all()
@@ -119,7 +133,19 @@ async def file_content(file_id: str, owner: OwnerDep, st: StateDep) -> FileRespo
 
 @router.delete("/{file_id}", response_model=FileDeleted, responses=ERRORS)
 def delete_file(file_id: str, session: SessionDep, owner: OwnerDep, st: StateDep) -> dict:
-    f = get_owned(session, owner, file_id)
+    """The input file of a batch that has not ended is kept (400 file_in_use): its requests are read from it
+    until they are tokenized, and deleting it would fail them. Retention keeps such files for the same reason.
+    A 400, not a 409: the SDK retries a 409, and this answer holds until the batch ends."""
+    f = get_owned(session, owner, file_id, lock=True)
+    running = session.execute(select(Batch.id, Batch.status).where(
+        Batch.input_file_id == f.id, Batch.status.in_(UNFINISHED)).limit(1)).first()
+    if running is not None:
+        raise APIError(400, f"File '{file_id}' is the input of batch '{running.id}', which is {running.status}; "
+                       "delete the file once the batch has ended (or cancel it).", param="file_id",
+                       code="file_in_use")
+    now = int(time.time())
+    session.execute(delete(DeletedFile).where(DeletedFile.deleted_at < now - TOMBSTONE_S))
+    session.merge(DeletedFile(id=f.id, owner=f.owner, created_at=f.created_at, deleted_at=now))
     session.delete(f)
     session.commit()
     st.store.delete(file_id)
