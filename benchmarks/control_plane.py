@@ -64,7 +64,7 @@ from tests.live import Deployment, pg_schema_url
 MODEL = "echo-8b"
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 CLAIM = re.compile(r"claimed chunk \d+ \(\d+ requests?\) in ([\d.]+) ms")
-# What a claim was made of (worker/service.py _Claims.timing): waiting for a sibling rank's claim, the
+# What a claim was made of (worker/ranks.py Claims.timing): waiting for a sibling rank's claim, the
 # transaction, and the transaction's CPU on the claiming thread (the rest of it: PostgreSQL, the GIL, a core).
 CLAIM_PARTS = re.compile(r"\(sibling wait ([\d.]+), transaction ([\d.]+), its CPU ([\d.]+)\)")
 # How long the engine's loop waited for each chunk (worker/service.py: chunks are claimed ahead).

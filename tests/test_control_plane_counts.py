@@ -55,7 +55,7 @@ def test_results_written_twice_are_counted_once(tmp_path, backend):
 
 
 def test_idle_ranks_back_off_between_empty_claims():
-    from worker.service import IDLE_BACKOFF, idle_wait
+    from worker.ranks import IDLE_BACKOFF, idle_wait
 
     waits = [idle_wait(0.1, n) for n in range(1, 10)]
     assert 0.075 <= waits[0] <= 0.1 and all(w <= 0.1 * IDLE_BACKOFF for w in waits)

@@ -22,7 +22,7 @@ from tests.conftest import TINY
 from tests.live import chat_lines, pg_schema_url
 from tests.reliability.inproc import add_batch, settings
 from worker import claims, writes
-from worker.service import _Claims, _LiveBatches
+from worker.ranks import Claims, LiveBatches
 
 
 @pytest.fixture
@@ -213,7 +213,7 @@ def test_idle_ranks_of_a_process_share_an_empty_claim(db):
     engine, sessions = db
     _worker(sessions, "worker_a")
     reads = _count(engine, "chunks")
-    gate = _Claims()
+    gate = Claims()
     results = []
     threads = [threading.Thread(target=lambda: results.append(gate.claim(sessions, "worker_a", "m", 30, 5.0)))
                for _ in range(8)]
@@ -233,12 +233,12 @@ def test_idle_ranks_of_a_process_share_an_empty_claim(db):
 
 
 def test_the_shared_empty_claim_holds_longer_while_claims_stay_empty(db):
-    from worker.service import IDLE_BACKOFF
+    from worker.ranks import IDLE_BACKOFF
 
     engine, sessions = db
     _worker(sessions, "worker_a")
     reads = _count(engine, "chunks")
-    gate, poll = _Claims(), 5.0
+    gate, poll = Claims(), 5.0
     for n in range(1, 6):       # holds of 1, 2, 4, 4, 4 poll intervals (IDLE_BACKOFF = 4)
         assert gate.claim(sessions, "worker_a", "m", 30, poll) is None and gate.empty == n   # asked: empty again
         asked, hold = len(reads), min(2 ** (n - 1), IDLE_BACKOFF) * poll
@@ -275,7 +275,7 @@ def test_a_batch_watched_while_another_rank_reads_the_live_set_is_not_missed(db)
     way must not be taken for cancelled until the next read a second later."""
     engine, sessions = db
     _batch(sessions, 2)
-    live = _LiveBatches(sessions)
+    live = LiveBatches(sessions)
     live.watch({"batch_other"})
     calls = []
 
