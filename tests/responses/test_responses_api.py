@@ -1,0 +1,100 @@
+"""/v1/responses end to end with the real `openai` SDK against the real server: plain, streamed (its event
+types), and as a batch endpoint (files + batches), on SQLite and PostgreSQL; what is refused is a 400."""
+from __future__ import annotations
+
+import time
+
+import openai
+import pytest
+
+from tests.conftest import TINY
+from tests.live import read_lines, run_batch
+
+ASK = "Name three colours."
+
+
+@pytest.fixture(scope="module")
+def client(deployment) -> openai.OpenAI:
+    c = deployment.client()
+    deadline = time.time() + 30
+    while True:         # the API learns of the worker from its row, within a second of its first beat
+        try:
+            c.responses.create(model=TINY, input="hi", max_output_tokens=1)
+            return c
+        except openai.APIStatusError as e:
+            if e.status_code != 503 or time.time() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_response_object_matches_the_chat_it_translates_to(client) -> None:
+    r = client.responses.create(model=TINY, instructions="Be brief.", input=ASK, max_output_tokens=12,
+                                temperature=0, metadata={"run": "t1"})
+    chat = client.chat.completions.create(model=TINY, max_tokens=12, temperature=0, messages=[
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": ASK}])
+    assert r.object == "response" and r.id.startswith("resp_") and r.model == TINY
+    assert r.output_text == chat.choices[0].message.content       # same prompt, same greedy tokens
+    assert r.output[0].type == "message" and r.output[0].role == "assistant"
+    assert r.output[0].content[0].type == "output_text"
+    assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"     # 12 tokens, cut
+    assert r.usage.input_tokens == chat.usage.prompt_tokens and r.usage.output_tokens == 12
+    assert r.usage.total_tokens == r.usage.input_tokens + 12 and r.usage.input_tokens_details.cached_tokens >= 0
+    assert r.instructions == "Be brief." and r.metadata == {"run": "t1"} and r.max_output_tokens == 12
+
+
+def test_message_items_input(client) -> None:
+    r = client.responses.create(model=TINY, max_output_tokens=4, temperature=0, input=[
+        {"role": "developer", "content": "Answer in one word."},
+        {"role": "user", "content": [{"type": "input_text", "text": ASK}]}])
+    chat = client.chat.completions.create(model=TINY, max_tokens=4, temperature=0, messages=[
+        {"role": "system", "content": "Answer in one word."}, {"role": "user", "content": ASK}])
+    assert r.output_text == chat.choices[0].message.content
+
+
+def test_streamed_events_add_up_to_the_plain_answer(client) -> None:
+    plain = client.responses.create(model=TINY, input=ASK, max_output_tokens=10, temperature=0)
+    events = list(client.responses.create(model=TINY, input=ASK, max_output_tokens=10, temperature=0, stream=True))
+    kinds = [e.type for e in events]
+    assert kinds[:4] == ["response.created", "response.in_progress", "response.output_item.added",
+                         "response.content_part.added"]
+    assert kinds[-4:] == ["response.output_text.done", "response.content_part.done", "response.output_item.done",
+                          "response.incomplete"]
+    assert set(kinds[4:-4]) == {"response.output_text.delta"}
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == plain.output_text == events[-4].text
+    assert events[-1].response.output_text == text and events[-1].response.usage.output_tokens == 10
+
+
+@pytest.mark.parametrize("kwargs, param", [
+    ({"store": True}, "store"),
+    ({"previous_response_id": "resp_123"}, "previous_response_id"),
+    ({"text": {"format": {"type": "json_object"}}}, "text.format"),
+    ({"input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]}, "input[0].type"),
+])
+def test_refused_with_a_400_naming_the_parameter(client, kwargs, param) -> None:
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(**{"model": TINY, "input": "x", **kwargs})
+    assert e.value.body["param"] == param
+
+
+def test_batch_of_responses(client) -> None:
+    rows = [{"custom_id": f"r{i}", "method": "POST", "url": "/v1/responses",
+             "body": {"model": TINY, "input": f"{ASK} ({i})", "max_output_tokens": 6, "temperature": 0,
+                      "instructions": "Be brief.", "metadata": {"i": str(i)}}} for i in range(6)]
+    b = run_batch(client, rows, endpoint="/v1/responses")
+    assert b.status == "completed", b.errors
+    out = {x["custom_id"]: x["response"] for x in read_lines(client, b.output_file_id)}
+    assert set(out) == {f"r{i}" for i in range(6)}
+    from openai.types.responses import Response
+
+    for i in range(6):
+        r = Response.model_validate(out[f"r{i}"]["body"])
+        assert out[f"r{i}"]["status_code"] == 200 and r.object == "response"
+        assert r.usage.output_tokens == 6 and r.metadata == {"i": str(i)} and r.instructions == "Be brief."
+    plain = client.responses.create(model=TINY, input=f"{ASK} (0)", max_output_tokens=6, temperature=0,
+                                    instructions="Be brief.")
+    assert Response.model_validate(out["r0"]["body"]).output_text == plain.output_text
+    bad = [{**rows[0], "body": {**rows[0]["body"], "store": True}}]
+    b = run_batch(client, bad, endpoint="/v1/responses")
+    assert b.status == "failed" and b.errors.data[0].param == "store"
