@@ -137,6 +137,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     s = _settings(args)
     if args.tp:
         s.tp = args.tp
+    if args.url:
+        s.server_engine.url = args.url
     paths = model_paths(s)
     name = args.model or next(iter(paths))
     path = paths.get(name) or Path(name)
@@ -264,8 +266,11 @@ def parser() -> argparse.ArgumentParser:
         if name in ("serve", "scheduler"):
             p.add_argument("--planner", choices=PLANNERS, help="execution order policy (dfs and fcfs: baselines)")
         if name == "worker":
-            p.add_argument("--engine", default="cpu", choices=("cpu", "sglang", "vllm", "echo"),
-                           help="echo: a stand-in with an engine's timing and no model, for load tests")
+            p.add_argument("--engine", default="cpu", choices=("cpu", "sglang", "vllm", "openai", "echo"),
+                           help="openai: a running vLLM/SGLang server (--url); "
+                                "echo: a stand-in with an engine's timing and no model, for load tests")
+            p.add_argument("--url", help="the server the openai engine sends to, e.g. http://vllm:8000 "
+                                         "(or $BLENDSERVE_SERVER_URL)")
             p.add_argument("--ranks", type=int, default=1, help="data-parallel ranks in this process (echo only)")
             p.add_argument("--model", help="served model name, or a checkpoint path (GPU engines)")
             p.add_argument("--tp", type=int, help="tensor-parallel GPUs for this worker (GPU engines)")

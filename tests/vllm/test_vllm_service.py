@@ -32,7 +32,8 @@ def test_batch_through_vllm_worker(vllm_deployment: Deployment) -> None:
     b = run_batch(vllm_deployment.client(), rows)
     assert b.status == "completed", vllm_deployment.log("worker")
     assert (b.request_counts.total, b.request_counts.completed, b.request_counts.failed) == (8, 8, 0)
-    out = {line["custom_id"]: line["response"]["body"] for line in read_lines(vllm_deployment.client(), b.output_file_id)}
+    out = {line["custom_id"]: line["response"]["body"]
+           for line in read_lines(vllm_deployment.client(), b.output_file_id)}
     assert sorted(out) == sorted(r["custom_id"] for r in rows)
     assert out["req-0"]["choices"][0]["finish_reason"] == "length"
     assert out["req-0"]["usage"]["completion_tokens"] == 1

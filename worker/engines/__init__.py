@@ -8,7 +8,7 @@ from core.config import Settings
 from worker.engines.base import Engine
 from worker.engines.speculative import SpecConfig
 
-ENGINES = ("cpu", "sglang", "vllm", "echo")
+ENGINES = ("cpu", "sglang", "vllm", "openai", "echo")   # openai: a running server (--url)
 
 
 def load_engine(kind: str, model_path: Path, model_name: str, settings: Settings) -> Engine:
@@ -32,6 +32,10 @@ def load_engine(kind: str, model_path: Path, model_name: str, settings: Settings
         from worker.engines.vllm import VllmEngine
 
         return VllmEngine(model_path, model_name)
+    if kind == "openai":
+        from worker.engines.server import ServerEngine
+
+        return ServerEngine(model_name, settings.server_engine, model_path)
     if kind == "echo":
         from worker.engines.echo import EchoEngine
 

@@ -1,0 +1,189 @@
+"""The openai engine against vLLM's real OpenAI server (CPU build, SmolLM2): the engine alone, then a whole
+deployment whose worker fronts the server: a batch, an interactive stream, a cancel, and the server killed
+mid-batch (every custom_id exactly once, none failed, no attempt charged)."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from core.config import SMOLLM2, ServerEngineSettings
+from tests.live import Deployment, chat_lines, jsonl, read_lines, wait_batch
+from tests.vllm.test_vllm_engine import SYSTEM, chat_ids
+from tests.vllm.vllm_server import BLOCK_SIZE, NUM_BLOCKS, VllmServer
+from worker.engines.base import GenRequest, GenResult, SamplingParams
+from worker.engines.server import ServerEngine
+
+pytest.importorskip("vllm", reason="vllm is not installed in this interpreter (scripts/setup_vllm.sh installs it)")
+
+GREEDY = SamplingParams(max_tokens=24, temperature=0.0)
+NO_EOS = ((0, -100.0), (2, -100.0))     # SmolLM2's <|endoftext|> and <|im_end|>: generate to max_tokens
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, smollm2_checkpoint: Path) -> Iterator[VllmServer]:
+    """One `vllm serve` for the module (about half a minute to start); the last test kills and restarts it."""
+    s = VllmServer(smollm2_checkpoint, tmp_path_factory.mktemp("vllm-serve") / "server.log").start()
+    yield s
+    s.kill()
+
+
+@pytest.fixture(scope="module")
+def server_engine(server: VllmServer, smollm2_checkpoint: Path) -> Iterator[ServerEngine]:
+    e = ServerEngine(SMOLLM2, ServerEngineSettings(url=f"{server.url}/v1"), smollm2_checkpoint)
+    yield e
+    e.close()
+
+
+def run(engine: ServerEngine, requests: list[GenRequest], **kw) -> dict[int, GenResult]:
+    return {r.key: r for r in engine.generate(requests, **kw)}
+
+
+def test_the_server_tells_its_model_and_capacity(server_engine: ServerEngine) -> None:
+    """The KV capacity comes from vLLM's /metrics (cache_config_info), the served name from /v1/models."""
+    assert (server_engine.info.kind, server_engine.info.model) == ("vllm", SMOLLM2)
+    assert server_engine.kv_capacity_tokens() == NUM_BLOCKS * BLOCK_SIZE
+    assert server_engine.step_token_budget() == 2048 and server_engine.hardware() is None
+
+
+def test_batch_greedy_output_finish_reasons_and_cached_tokens(server_engine: ServerEngine,
+                                                               smollm2_checkpoint: Path) -> None:
+    paris = chat_ids(smollm2_checkpoint, "Complete the sentence: The capital of France is")
+    out = run(server_engine, [GenRequest(1, paris, SamplingParams(max_tokens=64, temperature=0.0)),
+                       GenRequest(2, paris, SamplingParams(max_tokens=3, temperature=0.0)),
+                       GenRequest(3, paris, SamplingParams(max_tokens=64, temperature=0.0, stop=("Paris",)))])
+    assert "Paris" in out[1].text and out[1].finish_reason == "stop"
+    assert out[2].finish_reason == "length" and out[2].completion_tokens == 3
+    assert out[2].output_ids == out[1].output_ids[:3]
+    assert out[3].finish_reason == "stop" and out[3].text == out[1].text[: out[1].text.index("Paris")]
+    assert all(r.prompt_tokens == len(paris) for r in out.values())
+    # A shared system prompt: vLLM's prefix cache serves it, and usage.prompt_tokens_details says so.
+    questions = ["Why is the sky blue?", "What do bees make?", "What is ice?"]
+    first = run(server_engine, [GenRequest(10, chat_ids(smollm2_checkpoint, questions[0], SYSTEM), GREEDY)])[10]
+    rest = run(server_engine, [GenRequest(11 + i, chat_ids(smollm2_checkpoint, q, SYSTEM), GREEDY)
+                        for i, q in enumerate(questions[1:])])
+    prefix = len(chat_ids(smollm2_checkpoint, "", SYSTEM)) - 8
+    assert first.cached_tokens < prefix
+    for r in rest.values():
+        assert r.cached_tokens % BLOCK_SIZE == 0 and prefix - BLOCK_SIZE <= r.cached_tokens <= r.prompt_tokens
+
+
+def test_requests_are_sent_in_plan_order_within_the_window(server: VllmServer, smollm2_checkpoint: Path) -> None:
+    """With room for 2 in flight, the engine never takes a request from the plan's stream while 2 wait for
+    an answer (one more may be held, taken but not sent)."""
+    small = ServerEngine(SMOLLM2, ServerEngineSettings(url=server.url, max_in_flight=2), smollm2_checkpoint)
+    ids = chat_ids(smollm2_checkpoint, "Name a colour.")
+    taken: list[int] = []
+    gaps: list[int] = []
+
+    def plan() -> Iterator[GenRequest]:
+        for i in range(8):
+            taken.append(i)
+            yield GenRequest(i, ids, SamplingParams(max_tokens=6, temperature=0.0))
+
+    try:
+        done = []
+        for r in small.generate(plan()):
+            done.append(r.key)
+            gaps.append(len(taken) - len(done))
+    finally:
+        small.close()
+    assert sorted(done) == list(range(8))
+    assert max(gaps) <= 2 and taken == list(range(8))
+
+
+def test_interactive_request_is_streamed(server_engine: ServerEngine, smollm2_checkpoint: Path) -> None:
+    """An urgent request goes out at once and its tokens reach on_tokens chunk by chunk, adding up to the
+    result, which is the same greedy completion a batch request gets."""
+    ids = chat_ids(smollm2_checkpoint, "Complete the sentence: The capital of France is")
+    chunks: list[list[int]] = []
+    pending = [GenRequest(-1, ids, SamplingParams(max_tokens=12, temperature=0.0), on_tokens=chunks.append)]
+    out = run(server_engine, [], urgent=lambda: [pending.pop()] if pending else [])
+    batch = run(server_engine, [GenRequest(1, ids, SamplingParams(max_tokens=12, temperature=0.0))])[1]
+    assert len(chunks) > 2 and sum(chunks, []) == out[-1].output_ids == batch.output_ids
+    assert out[-1].text == batch.text
+
+
+def test_cancel_closes_the_request_on_the_server(server_engine: ServerEngine, server: VllmServer,
+                                                 smollm2_checkpoint: Path) -> None:
+    """A cancelled request's connection is closed and vLLM aborts it: its running count falls to 0 long
+    before 4000 tokens could have been generated."""
+    ids = chat_ids(smollm2_checkpoint, "Tell me a very long story.")
+    stop = threading.Event()
+    results: list[GenResult] = []
+    long = GenRequest(1, ids, SamplingParams(max_tokens=4000, temperature=0.0, logit_bias=NO_EOS))
+    t = threading.Thread(target=lambda: results.extend(server_engine.generate([long],
+                                                                              cancelled=lambda k: stop.is_set())))
+    t.start()
+    deadline = time.time() + 60
+    while server.metric("vllm:num_requests_running") < 1 and time.time() < deadline:
+        time.sleep(0.2)
+    assert server.metric("vllm:num_requests_running") == 1
+    generated = server.metric("vllm:generation_tokens_total")
+    stop.set()
+    t.join(10)
+    assert not t.is_alive() and results == []
+    deadline = time.time() + 10
+    while server.metric("vllm:num_requests_running") > 0 and time.time() < deadline:
+        time.sleep(0.2)
+    assert server.metric("vllm:num_requests_running") == 0
+    assert server.metric("vllm:generation_tokens_total") - generated < 3000
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory, smollm2_checkpoint: Path, server: VllmServer):
+    d = Deployment(tmp_path_factory.mktemp("bs-openai"), "", f"{SMOLLM2}={smollm2_checkpoint}",
+                   BLENDSERVE_SERVER_HEALTH_INTERVAL_S="1", BLENDSERVE_SERVER_RETRY_MAX_S="1")
+    for role in ("api", "scheduler"):
+        d.start(role)
+    d.start("worker", None, "--engine", "openai", "--url", server.url)
+    try:
+        d.wait_ready(timeout=180)
+        yield d
+    finally:
+        d.stop()
+
+
+def test_interactive_chat_streams_through_the_service(deployment: Deployment) -> None:
+    client = deployment.client()
+    messages = [{"role": "user", "content": "Complete the sentence: The capital of France is"}]
+    whole = client.chat.completions.create(model=SMOLLM2, messages=messages, max_tokens=12, temperature=0)
+    deltas = [c.choices[0].delta.content or "" for c in client.chat.completions.create(
+        model=SMOLLM2, messages=messages, max_tokens=12, temperature=0, stream=True) if c.choices]
+    assert sum(bool(d) for d in deltas) > 2
+    assert "".join(deltas) == whole.choices[0].message.content and "Paris" in whole.choices[0].message.content
+
+
+def test_server_killed_mid_batch_loses_nothing(deployment: Deployment, server: VllmServer) -> None:
+    """SIGKILL the server while the batch runs and start it again: the worker holds the requests it lost,
+    sends them again once the server answers, and every custom_id comes out once, none failed, and no
+    request was charged an attempt (a lost connection is the server's fault, not the request's)."""
+    client = deployment.client()
+    rows = chat_lines(24, SMOLLM2, max_tokens=48, prefix=SYSTEM, temperature=0,
+                      logit_bias={str(t): b for t, b in NO_EOS})
+    f = client.files.create(file=("input.jsonl", jsonl(rows)), purpose="batch")
+    b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    mid = wait_batch(client, b.id, timeout=300, until=lambda x: x.request_counts.completed >= 2 or
+                     x.status in ("completed", "failed"))
+    server.kill()
+    assert mid.status == "in_progress" and mid.request_counts.completed < 24, mid.request_counts
+    time.sleep(2)
+    server.start()
+    done = wait_batch(client, b.id, timeout=400)
+    log = deployment.log("worker", tail=None)
+    assert done.status == "completed", log[-4000:]
+    assert (done.request_counts.completed, done.request_counts.failed) == (24, 0)
+    ids = [line["custom_id"] for line in read_lines(client, done.output_file_id)]
+    assert sorted(ids) == sorted(r["custom_id"] for r in rows) and len(set(ids)) == 24
+    assert read_lines(client, done.error_file_id) == []
+    assert "lost the server" in log and "answers again" in log
+    db = sa.create_engine(f"sqlite:///{deployment.data_dir / 'blendserve.db'}")
+    with db.connect() as c:
+        assert c.execute(sa.text("SELECT max(attempts) FROM requests")).scalar() == 0
+    db.dispose()
+    httpx.get(f"{server.url}/health", timeout=5).raise_for_status()

@@ -1,0 +1,101 @@
+"""What a running server says about itself: the model's name there, its kind, its KV capacity and running cap.
+
+The worker sizes its window of requests in flight from these (worker/engines/server/engine.py), and the
+planner prices rounds on the capacity, so each figure is read where the server publishes it:
+
+- vLLM: ``/metrics`` carries ``vllm:cache_config_info``, an info gauge whose labels hold ``num_gpu_blocks``
+  and ``block_size`` (one line per data-parallel engine; their product, summed, is the capacity).
+  ``/v1/models`` lists the served names (``owned_by: vllm``). vLLM publishes no running cap
+  (``--max-num-seqs``), and with ``--disable-log-stats`` no cache figures either.
+- SGLang (``launch_server``, and its router, which answers for one of its workers): ``/get_server_info``
+  holds ``max_total_num_tokens``, ``max_running_requests`` and ``chunked_prefill_size``.
+
+Anything else that speaks ``/v1/completions`` is an ``openai`` server: nothing is known but its models.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+import httpx
+
+CACHE_INFO = re.compile(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}", re.MULTILINE)
+LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    model: str                                  # the name to send in each request's "model"
+    kind: Literal["vllm", "sglang", "openai"]
+    kv_tokens: int | None = None                # KV cache capacity in tokens; None: not published
+    running_cap: int | None = None              # requests the server runs at once; None: not published
+    step_tokens: int | None = None              # tokens one step carries (SGLang's chunked_prefill_size)
+
+
+class NoModel(ValueError):
+    """The server does not serve the model the worker is for: a deployment error, not an outage."""
+
+
+def vllm_kv_tokens(metrics: str) -> int | None:
+    """num_gpu_blocks x block_size from vLLM's cache_config_info, summed over its engines; None if absent."""
+    total = 0
+    for m in CACHE_INFO.finditer(metrics):
+        labels = dict(LABEL.findall(m.group("labels")))
+        try:
+            total += int(labels["num_gpu_blocks"]) * int(labels["block_size"])
+        except (KeyError, ValueError):
+            continue
+    return total or None
+
+
+def pick_model(served: list[str], configured: str, worker_model: str) -> str:
+    """The configured name; else the worker's model if the server serves it under that name; else the
+    server's only model."""
+    if configured:
+        return configured
+    if worker_model in served:
+        return worker_model
+    if len(served) == 1:
+        return served[0]
+    raise NoModel(f"the server serves {served}, not {worker_model!r}; set BLENDSERVE_SERVER_MODEL")
+
+
+async def _json_or_none(client: httpx.AsyncClient, path: str) -> dict | None:
+    r = await client.get(path)
+    if r.status_code != 200:
+        return None
+    try:
+        body = r.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _positive(value: object) -> int | None:
+    try:
+        n = int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return n if n > 0 else None
+
+
+async def discover(client: httpx.AsyncClient, configured_model: str, worker_model: str) -> ServerInfo:
+    """Ask the server; transport errors propagate (the caller treats them as the server being down)."""
+    r = await client.get("/v1/models")
+    r.raise_for_status()
+    listed = r.json().get("data", [])
+    model = pick_model([m["id"] for m in listed], configured_model, worker_model)
+    sglang = await _json_or_none(client, "/get_server_info")
+    if sglang is not None and ("max_total_num_tokens" in sglang or "internal_states" in sglang):
+        state = (sglang.get("internal_states") or [{}])[0]
+        return ServerInfo(model, "sglang",
+                          kv_tokens=_positive(sglang.get("max_total_num_tokens") or state.get("max_total_num_tokens")),
+                          running_cap=_positive(sglang.get("max_running_requests")
+                                                or state.get("max_running_requests")),
+                          step_tokens=_positive(sglang.get("chunked_prefill_size")))
+    metrics = await client.get("/metrics")
+    text = metrics.text if metrics.status_code == 200 else ""
+    if "vllm:" in text or any(m.get("owned_by") == "vllm" for m in listed):    # with --disable-log-stats: no figures
+        return ServerInfo(model, "vllm", kv_tokens=vllm_kv_tokens(text))
+    return ServerInfo(model, "openai")
