@@ -50,23 +50,26 @@ def _asks_nothing(key: str, v: Any) -> bool:
 
 
 def check_text(text: Any) -> None:
-    """`text`: {"format": {"type": "text"}} (the default). JSON schema and JSON mode are refused until the
-    engine constrains output; `verbosity` only at its default."""
+    """`text`: {"format": ...}: text (the default), `json_schema` (OpenAI's strict subset) or `json_object`,
+    checked and later applied by the machinery chat's `response_format` uses (core/structured.py); `verbosity`
+    only at its default."""
+    from core.structured import schema_constraint
+
     if text is None:
         return
     if not isinstance(text, dict) or not text.keys() <= {"format", "verbosity"}:
         raise BodyError("invalid_value", "'text' must be an object with 'format' (and 'verbosity').", "text")
-    fmt = text.get("format")
-    if fmt is not None:
-        kind = fmt.get("type") if isinstance(fmt, dict) else None
-        if kind in ("json_schema", "json_object"):
-            raise BodyError("unsupported_value", f"'text.format' {kind!r}: structured output is not supported on "
-                            "/v1/responses yet; only {\"type\": \"text\"}.", "text.format")
-        if kind != "text":
-            raise BodyError("invalid_value", f"'text.format.type' must be 'text', 'json_schema' or 'json_object', "
-                            f"got {kind!r}.", "text.format.type")
+    schema_constraint(text.get("format"), "text.format")
     if text.get("verbosity") not in (None, "medium"):
         raise BodyError("unsupported_value", "'text.verbosity' is not supported (only 'medium').", "text.verbosity")
+
+
+def chat_params(body: dict) -> dict:
+    """The sampling settings of a Responses body in chat's words, for worker.responses.sampling_params:
+    `text.format` is chat's `response_format` (core.structured reads either shape)."""
+    fmt = (body.get("text") or {}).get("format")
+    return {"temperature": body.get("temperature"), "top_p": body.get("top_p"),
+            **({"response_format": fmt} if fmt is not None else {})}
 
 
 def check_metadata(metadata: Any) -> None:

@@ -52,7 +52,7 @@ def prepare(server: InteractiveServer, path: str, body: Any) -> tuple[GenRequest
         raise BodyError("context_length_exceeded", f"The input ({len(ids)} tokens) plus max_output_tokens ({mt}) "
                         f"exceeds the model's context length of {info.context_length} tokens.", "input")
     mt = mt if mt is not None else info.context_length - len(ids)
-    params = sampling_params({"temperature": body.get("temperature"), "top_p": body.get("top_p")}, mt)
+    params = sampling_params(responses_api.chat_params(body), mt)
     return GenRequest(server.lane.new_key(), ids, params), bool(stream)
 
 

@@ -55,6 +55,7 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import update
 
+from core import responses_api
 from core.config import Settings
 from core.db import make_sessionmaker, shared_engine
 from core.ids import new_id
@@ -210,8 +211,10 @@ class WorkerService(PoisonRequests):
                 if r.batch_id not in self.live:
                     continue
                 try:
+                    # A Responses body samples as the chat it translates to (text.format: response_format).
+                    body = responses_api.chat_params(r.body) if r.endpoint == responses_api.ENDPOINT else r.body
                     req = GenRequest(key=r.id, input_ids=np.frombuffer(r.prompt_ids, dtype="<i4").tolist(),
-                                     params=sampling_params(r.body, r.max_tokens))
+                                     params=sampling_params(body, r.max_tokens))
                     if (tool := tool_call(r.body)) is not None:
                         self.tools[r.id] = tool
                 except Exception as e:      # the request alone is bad: its own error line

@@ -2,8 +2,10 @@
 types), and as a batch endpoint (files + batches), on SQLite and PostgreSQL; what is refused is a 400."""
 from __future__ import annotations
 
+import json
 import time
 
+import jsonschema_rs
 import openai
 import pytest
 
@@ -11,6 +13,10 @@ from tests.conftest import TINY
 from tests.live import read_lines, run_batch
 
 ASK = "Name three colours."
+# An enum and a bounded integer: a random-weight model's constrained output ends within a few tokens.
+ITEM = {"type": "object", "additionalProperties": False, "required": ["kind", "score"],
+        "properties": {"kind": {"enum": ["k1", "k2"]}, "score": {"type": "integer", "minimum": 1, "maximum": 5}}}
+TEXT = {"format": {"type": "json_schema", "name": "item", "schema": ITEM, "strict": True}}
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +75,9 @@ def test_streamed_events_add_up_to_the_plain_answer(client) -> None:
 @pytest.mark.parametrize("kwargs, param", [
     ({"store": True}, "store"),
     ({"previous_response_id": "resp_123"}, "previous_response_id"),
-    ({"text": {"format": {"type": "json_object"}}}, "text.format"),
+    ({"text": {"format": {"type": "xml"}}}, "text.format.type"),
+    ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object", "allOf": []}}}},
+     "text.format.schema"),
     ({"input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]}, "input[0].type"),
 ])
 def test_refused_with_a_400_naming_the_parameter(client, kwargs, param) -> None:
@@ -98,3 +106,18 @@ def test_batch_of_responses(client) -> None:
     bad = [{**rows[0], "body": {**rows[0]["body"], "store": True}}]
     b = run_batch(client, bad, endpoint="/v1/responses")
     assert b.status == "failed" and b.errors.data[0].param == "store"
+
+
+def test_text_format_json_schema_interactively_and_in_a_batch(client) -> None:
+    r = client.responses.create(model=TINY, input="An item?", text=TEXT, max_output_tokens=60, temperature=1.0)
+    assert r.status == "completed" and r.text.format.type == "json_schema"
+    jsonschema_rs.validate(ITEM, json.loads(r.output_text))
+    rows = [{"custom_id": f"j{i}", "method": "POST", "url": "/v1/responses",
+             "body": {"model": TINY, "input": f"Item {i}?", "text": TEXT, "max_output_tokens": 60,
+                      "temperature": 1.0}} for i in range(4)]
+    b = run_batch(client, rows, endpoint="/v1/responses")
+    assert b.status == "completed" and b.request_counts.completed == 4, b
+    for line in read_lines(client, b.output_file_id):
+        body = line["response"]["body"]
+        assert body["status"] == "completed"
+        jsonschema_rs.validate(ITEM, json.loads(body["output"][0]["content"][0]["text"]))

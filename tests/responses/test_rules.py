@@ -27,7 +27,9 @@ def test_input_and_instructions_become_a_chat() -> None:
 @pytest.mark.parametrize("body, param", [
     ({"store": True}, "store"),
     ({"previous_response_id": "resp_1"}, "previous_response_id"),
-    ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}}}, "text.format"),
+    ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object", "patternProperties": {}}}}},
+     "text.format.schema"),
+    ({"text": {"format": {"type": "xml"}}}, "text.format.type"),
     ({"tools": [{"type": "function", "name": "f"}]}, "tools"),
     ({"background": True}, "background"),
     ({"input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]}, "input[0].type"),
@@ -48,7 +50,7 @@ def test_refused_with_the_parameter_named(body, param) -> None:
 def test_asking_for_nothing_is_accepted() -> None:
     check_responses({"model": "m", "input": "x", "store": False, "previous_response_id": None, "tools": [],
                      "tool_choice": "auto", "reasoning": {"effort": None}, "include": [], "truncation": "disabled",
-                     "text": {"format": {"type": "text"}}, "metadata": {"a": "b"}, "user": "u",
+                     "text": {"format": {"type": "json_object"}}, "metadata": {"a": "b"}, "user": "u",
                      "parallel_tool_calls": True})
 
 
