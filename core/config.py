@@ -17,6 +17,7 @@ from core.owners import Keyring
 PLANNERS = ("blendserve", "dfs", "fcfs")    # execution orders; dfs and fcfs are the baselines
 
 SMOLLM2 = "SmolLM2-135M-Instruct"
+WORKER_SECRET_HEADER = "X-BlendServe-Worker-Secret"   # carries BLENDSERVE_WORKER_SECRET from the API to workers
 
 
 class ServerEngineSettings(BaseSettings):

@@ -32,7 +32,8 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
     app.state.blend = AppState(settings=settings, sessions=make_sessionmaker(make_engine(settings.db_url)),
                                read_sessions=readers, store=FileStore(settings.files_dir),
                                model_names=model_names(settings), status_cache=StatusCache(settings.status_cache_s),
-                               lanes=Lanes(readers, settings.lease_seconds), keyring=settings.keyring(),
+                               lanes=Lanes(readers, settings.lease_seconds, settings.worker_secret),
+                               keyring=settings.keyring(),
                                signer=Sessions(settings.session_secret, settings.session_ttl_s))
     if migrate:
         with app.state.blend.sessions.begin() as s:

@@ -9,6 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from core.config import WORKER_SECRET_HEADER
 from core.models import Worker
 
 TTL_S = 1.0          # how long the list of live workers is reused between requests
@@ -17,8 +18,9 @@ TTL_S = 1.0          # how long the list of live workers is reused between reque
 class Lanes:
     """Live interactive endpoints per model, re-read from the job table at most once a second; round-robin."""
 
-    def __init__(self, read_sessions: sessionmaker[Session], lease_s: float) -> None:
+    def __init__(self, read_sessions: sessionmaker[Session], lease_s: float, secret: str = "") -> None:
         self.read_sessions, self.lease_s = read_sessions, lease_s
+        self.secret = secret          # BLENDSERVE_WORKER_SECRET: the workers answer the API only
         self.urls: dict[str, list[str]] = {}
         self.read_at = -TTL_S
         self.turn = itertools.count()
@@ -42,7 +44,8 @@ class Lanes:
     def http(self) -> httpx.AsyncClient:
         if self.client is None:
             # No read timeout: a long generation may take minutes between bytes on a loaded CPU.
-            self.client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=2.0))
+            self.client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=2.0),
+                                            headers={WORKER_SECRET_HEADER: self.secret} if self.secret else None)
         return self.client
 
     def _read(self) -> dict[str, list[str]]:

@@ -18,6 +18,7 @@ that waits for its own tokens, and the engine thread never blocks on a client.
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import json
 import logging
 import queue
@@ -29,6 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from core.bodies import BodyError, ModelInfo, check_interactive
+from core.config import WORKER_SECRET_HEADER, get_settings
 from core.ids import new_id
 from core.structured import ToolCall
 from worker import interactive_api
@@ -93,6 +95,12 @@ class InteractiveServer:
         self.lane, self.info, self.tokenizer, self.model_name = lane, info, tokenizer, model_name
         self.calls: dict[int, _Call] = {}
         self.closing = False
+        # Only the API may call: with BLENDSERVE_WORKER_SECRET set, a call without it is a 401. Off loopback,
+        # the secret is required, so a worker bound on a cluster network is never an open door to the engine.
+        self.secret = get_settings().worker_secret
+        if not self.secret and host not in ("127.0.0.1", "localhost", "::1"):
+            raise RuntimeError(f"the interactive endpoint would listen on {host} with no "
+                               "BLENDSERVE_WORKER_SECRET; set one, the same for the API and every worker")
         self.httpd = ThreadingHTTPServer((host, port), self._handler())
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
@@ -138,6 +146,10 @@ class InteractiveServer:
 
     def _serve(self, h: BaseHTTPRequestHandler) -> None:
         t0 = time.perf_counter()
+        if self.secret and not hmac.compare_digest(h.headers.get(WORKER_SECRET_HEADER, "").encode(),
+                                                   self.secret.encode()):
+            h.close_connection = True        # the body stays unread
+            return _json(h, 401, _error("This endpoint answers the API only.", "invalid_worker_secret", None))
         if h.path not in ENDPOINTS and h.path not in interactive_api.ENDPOINTS:
             return _json(h, 404, _error(f"Unknown path {h.path}.", "not_found", None, "invalid_request_error"))
         if self.closing:
