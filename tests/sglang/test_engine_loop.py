@@ -7,6 +7,7 @@ arguments SGLang gets, and the step budget SGLang really runs."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,9 @@ def test_cancel_sweeps_only_when_the_epoch_moves() -> None:
         assert sorted(r.key for r in results) == [1, 2, 3, 4, 5, 6, 7]
         # one sweep at the first epoch read, one when it moved: never a sweep per pass
         assert len(calls) <= 8 + 6, calls
+        deadline = time.monotonic() + 5                      # the task's cancellation runs on SGLang's loop
+        while not e.engine.tokenizer_manager.aborted and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert e.engine.tokenizer_manager.aborted            # SGLang was told to abort request 8
     finally:
         e.close()
