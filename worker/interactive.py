@@ -36,7 +36,15 @@ from core.structured import ToolCall
 from worker import interactive_api
 from worker.engines.base import GenRequest, GenResult
 from worker.lane import Lane
-from worker.responses import response_body, sampling_params, tool_call, usage
+from worker.responses import (
+    chat_logprobs,
+    chat_message,
+    completion_logprobs,
+    response_body,
+    sampling_params,
+    tool_call,
+    usage,
+)
 
 log = logging.getLogger("blendserve.worker")
 
@@ -167,7 +175,7 @@ class InteractiveServer:
             else:
                 req = check_interactive(h.path, body, self.info)
                 params = sampling_params(body, req.max_tokens)
-            tool = tool_call(body)
+                tool = tool_call(body)
         except json.JSONDecodeError as e:
             return _json(h, 400, _error(f"The body is not valid JSON: {e.msg}.", "invalid_json", None))
         except BodyError as e:
@@ -176,12 +184,15 @@ class InteractiveServer:
             return self._serve_api(h, api_req, streaming, body)
         key = self.lane.new_key()
         call = self.calls[key] = _Call(key, h.path, tool)
-        text = _TextStream(self.tokenizer, params.stop) if req.stream else None
-        self.lane.put(GenRequest(key, req.prompt_ids, params,
-                                 on_tokens=(lambda ids: call.events.put(("tokens", ids))) if req.stream else None))
+        texts = [_TextStream(self.tokenizer, params.stop) for _ in range(params.n)] if req.stream else []
+
+        def on_tokens(ids: list[int], choice: int = 0, logprobs: list | None = None) -> None:
+            call.events.put(("tokens", (choice, ids, logprobs)))
+
+        self.lane.put(GenRequest(key, req.prompt_ids, params, on_tokens=on_tokens if req.stream else None))
         try:
             if req.stream:
-                self._stream(h, call, text, req.include_usage)
+                self._stream(h, call, texts, req.include_usage, params.logprobs is not None)
             else:
                 self._reply(h, call)
         except (BrokenPipeError, ConnectionResetError):
@@ -195,7 +206,7 @@ class InteractiveServer:
         """/v1/embeddings and /v1/responses (worker/interactive_api.py): the same lane, their own answers."""
         call = self.calls[req.key] = _Call(req.key, h.path)
         if streaming:
-            req = dataclasses.replace(req, on_tokens=lambda ids: call.events.put(("tokens", ids)))
+            req = dataclasses.replace(req, on_tokens=lambda ids, **_: call.events.put(("tokens", ids)))
         self.lane.put(req)
         try:
             (interactive_api.stream if streaming else interactive_api.reply)(self, h, call, body)
@@ -222,46 +233,79 @@ class InteractiveServer:
             return _json(h, 503, _error(value, "worker_stopping", None, "server_error"))
         _json(h, 200, response_body(call.endpoint, self.model_name, value, call.tool))
 
-    def _stream(self, h: BaseHTTPRequestHandler, call: _Call, text: _TextStream, include_usage: bool) -> None:
+    def _stream(self, h: BaseHTTPRequestHandler, call: _Call, texts: list[_TextStream], include_usage: bool,
+                logprobs: bool) -> None:
+        """Server-sent chunks, OpenAI's way: per choice (``index``), a role delta first (chat), then text deltas,
+        each with the log-probabilities of the tokens it carries when asked; a forced call streams as
+        ``tool_calls`` deltas (a named function's arguments as they come; under "required" over several
+        functions the whole call at the end, once its name is known); then each choice's finish_reason."""
         chat = call.endpoint == "/v1/chat/completions"
         cid, created = new_id("chatcmpl-" if chat else "cmpl-"), int(time.time())
+        tool = call.tool if chat else None
+        offsets = [0] * len(texts)       # completions: characters of tokens already listed, for text_offset
 
-        def chunk(delta: str | None, finish: str | None = None, role: bool = False, use: dict | None = None) -> None:
-            if chat:
-                d = {"role": "assistant", "content": ""} if role else ({} if delta is None else {"content": delta})
-                choices = [{"index": 0, "delta": d, "logprobs": None, "finish_reason": finish}]
-                obj = "chat.completion.chunk"
-            else:
-                choices = [{"index": 0, "text": delta or "", "logprobs": None, "finish_reason": finish}]
-                obj = "text_completion"
-            body = {"id": cid, "object": obj, "created": created, "model": self.model_name,
-                    "system_fingerprint": None, "choices": [] if use is not None else choices}
+        def send(choices: list[dict], use: dict | None = None) -> None:
+            body = {"id": cid, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
+                    "model": self.model_name, "system_fingerprint": None, "choices": choices}
             if include_usage:
                 body["usage"] = use
             h.wfile.write(b"data: " + json.dumps(body).encode() + b"\n\n")
             h.wfile.flush()
+
+        def piece(i: int, text: str | None, entries: list | None = None, finish: str | None = None,
+                  delta: dict | None = None) -> dict:
+            lp = None
+            if logprobs and entries is not None:
+                lp = chat_logprobs(entries) if chat else completion_logprobs(entries, offsets[i])
+                offsets[i] += sum(len(e.token) for e in entries if not e.token.startswith("bytes:"))
+            if not chat:
+                return {"index": i, "text": text or "", "logprobs": lp, "finish_reason": finish}
+            if delta is None:
+                delta = {} if text is None else (
+                    {"tool_calls": [{"index": 0, "function": {"arguments": text}}]} if tool is not None
+                    else {"content": text})
+            return {"index": i, "delta": delta, "logprobs": lp, "finish_reason": finish}
 
         h.send_response(200)
         h.send_header("Content-Type", "text/event-stream")
         h.send_header("Cache-Control", "no-cache")
         h.end_headers()
         if chat:
-            chunk(None, role=True)
+            for i in range(len(texts)):
+                first = {"role": "assistant", "content": ""}
+                if tool is not None and tool.name is not None:
+                    first = {"role": "assistant", "content": None, "tool_calls": [
+                        {"index": 0, "id": new_id("call_"), "type": "function",
+                         "function": {"name": tool.name, "arguments": ""}}]}
+                elif tool is not None:
+                    first = {"role": "assistant", "content": None}
+                send([piece(i, None, delta=first)])
+        held = tool is not None and tool.name is None
         while True:
             kind, value = self._next(h, call)
             if kind == "tokens":
-                if delta := text.add(value):
-                    chunk(delta)
+                i, ids, entries = value if isinstance(value, tuple) else (0, value, None)
+                delta = texts[i].add(ids)
+                if held:
+                    delta = ""
+                if delta or (logprobs and entries):
+                    send([piece(i, delta or ("" if not chat else None), entries)])
             elif kind == "error":
                 h.wfile.write(b"data: " + json.dumps(_error(value, "worker_stopping", None, "server_error")).encode()
                               + b"\n\n")
                 return
             else:
-                if rest := text.close(value.text):
-                    chunk(rest)
-                chunk(None if chat else "", finish=value.finish_reason)
+                for i, r in enumerate([value, *value.choices]):
+                    message, finish = chat_message(r, tool) if chat else ({}, r.finish_reason)
+                    if held:
+                        calls = message.get("tool_calls")
+                        send([piece(i, None, delta={"tool_calls": [{"index": 0, **calls[0]}]} if calls
+                                    else {"content": r.text})])
+                    elif rest := texts[i].close(r.text):
+                        send([piece(i, rest)])
+                    send([piece(i, None if chat else "", finish=finish)])
                 if include_usage:
-                    chunk(None, use=usage(value))
+                    send([], use=usage(value))
                 h.wfile.write(b"data: [DONE]\n\n")
                 h.wfile.flush()
                 return

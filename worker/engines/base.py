@@ -37,7 +37,9 @@ class GenRequest:
     input_ids: list[int]
     params: SamplingParams
     # Interactive requests only: called from the engine's thread with each run of newly sampled token ids,
-    # in order, as they are committed (a stream's deltas). Batch requests leave it None.
+    # in order, as they are committed (a stream's deltas). Batch requests leave it None. Where params ask for
+    # n > 1 or logprobs, engines that can say pass `choice=` (the choice's index) and `logprobs=` (a
+    # TokenLogprob per id) as keywords.
     on_tokens: Callable[[list[int]], None] | None = field(default=None, compare=False)
 
 

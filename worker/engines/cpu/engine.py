@@ -335,7 +335,12 @@ class CpuEngine:
         if seq.forks:
             self._release(seq)
         if request.on_tokens is not None:
-            request.on_tokens([token])
+            if request.params.n > 1 or sampling.logprobs is not None:    # which choice, and what it was drawn from
+                noted = sampling.logprobs[-1] if sampling.logprobs and token not in self.eos else None
+                request.on_tokens([token], choice=seq.choice,
+                                  logprobs=[self.names.entry(*noted)] if noted is not None else None)
+            else:
+                request.on_tokens([token])
         if token in self.eos:
             seq.finish_reason = "stop"
             return
