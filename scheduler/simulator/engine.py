@@ -1,65 +1,24 @@
 """Step-level simulator of a continuous-batching engine (docs/design.md §3.11).
 
-What it models, and why each choice:
+It models admission strictly in the given order (a request is never skipped; it is admitted when
+a running slot, step budget and KV above a watermark after LRU eviction allow), chunked prefill
+(every step decodes one token for every decoding request, then fills its budget with prefill
+chunks, oldest admission first), a radix prefix cache sharing the KV pool (cache.py), and
+preemption by recompute of the newest request. A request of p prompt tokens and d outputs costs
+what the performance model prices (docs/design.md §3.1), so the optimum is a true upper bound.
 
-* **Admission strictly in the given order** (the plan is an admission order;
-  a request is never skipped). A request is admitted when it fits: a running
-  slot is free, the step still has token budget, and its uncached prompt
-  tokens (plus any tokens to recompute after a preemption) fit in free KV
-  memory above a watermark after LRU eviction of unpinned cache.
-* **Chunked prefill** (vLLM v1 / SGLang / Sarathi): every step first decodes
-  one token for every decoding request, then fills the rest of a token budget
-  with prefill chunks, oldest admission first. The default budget of 2048
-  tokens is NanoFlow's dense batch on an 8B model, the engine the paper built on.
-* **Step fill** (EngineConfig.step_fill). `budget`, what vLLM, SGLang and
-  NanoFlow do: a step takes prefill up to its token budget whenever the
-  queue has it. `balanced` (nanoflow overlap only): a step takes no more
-  tokens than its compute hides under its own reads of the weights and the
-  KV, at most the budget. At 2048 tokens an 8B step on an A100 computes for
-  105 ms and can read at most the weights and a full pool in 37 ms, so a
-  budget-filled step is always compute-bound: the compute-dense requests
-  run at full budget first and the long generations decode alone later
-  (BENCHMARKS.md, Planner), and no admission order can make the
-  two overlap. A balanced step computes as fast as a full one (its compute
-  is never idle) while its decodes advance three times as often, so the
-  two resources are used together; it is the step-level half of the blend,
-  and the order decides whether there is KV to balance against.
-* **Radix prefix cache with LRU eviction** sharing one KV pool with the
-  running requests (SGLang): see cache.py.
-* **Preemption by recompute** (vLLM): when decoding would overflow the KV
-  pool even after evicting the cache, the most recently admitted request is
-  preempted, its generated tokens' KV dropped, and it goes back to the head
-  of the queue; on readmission it prefills its prompt and the tokens it had
-  generated. Output tokens are never generated twice.
-* **Per request**, p prompt tokens are prefilled and d decode iterations run,
-  the i-th reading p + i KV entries (its own new token included): the same
-  token counts as the performance model's Comp = 2 (p + d) P / F and
-  Mem = (p d + d^2/2) H_kv L 4 / B (docs/design.md §3.1), so the simulator and the optimum price
-  work identically and the optimum is a true upper bound.
+**Step time.** comp = 2 P tokens / F; weights W / B; KV = bytes read by every decoding sequence
+/ B. `nanoflow` overlap: max(comp, (W + KV) / B) / efficiency; `sequential`: (max(comp, W / B) +
+KV / B) / efficiency. A profile's measured fixed costs (per step, decoding sequence and prefill
+chunk, and prefill attention where it has a rate) are added as they are. The efficiency, 0.94,
+is the pessimistic end of the paper's Table 1 roofline error, so a result at efficiency e is
+exactly e / 0.94 times the default one. `balanced` step fill takes only the tokens whose compute
+hides under the step's reads.
 
-**Step time.** comp = 2 P tokens / F; weights W / B; KV = bytes read by
-every decoding sequence / B (prefill attention is neglected, as in the
-model). Two overlap modes (EngineConfig.overlap; docs/design.md §3.11):
-`nanoflow` (nano-batching hides the KV reads under compute too): a step
-takes max(comp, (W + KV) / B) / efficiency; `sequential` (vLLM, SGLang
-without NanoFlow: only the weight reads overlap the GEMMs, attention runs
-after): max(comp, W / B) + KV / B, over the efficiency. A profile's fixed costs
-(step_overhead per step, seq_overhead per decoding sequence, chunk_overhead per
-prefill chunk after a cached prefix) are added as they are: they are measured,
-not peak figures; a profile with prefill_attention counts a chunk's attention
-over its context, 4 c (s + c/2) q_dim L FLOPs for c tokens from position s, at
-its attention_flops rate where it has one. The efficiency is calibrated on the paper's
-Table 1, whose roofline estimates of GEMM and attention times were within 6%
-of measured kernels: we take the pessimistic end, 0.94, so a step is never
-faster than the paper's kernels. Since every step scales by the same factor,
-a result at efficiency e is exactly e / 0.94 times the default one.
-
-**Speed.** Per-request state lives in scalars keyed to a global decode clock
-(a request's context is a linear function of it), finishes sit in a heap,
-and stretches of pure decode in which nothing can change (no prefill, the
-queue head cannot be admitted) are advanced in one vectorised jump to the
-next finish or memory overflow. No Python loop runs per token, and a
-decode-only step costs a few scalar operations.
+**Speed.** Per-request state lives in scalars keyed to a global decode clock (a request's
+context is a linear function of it), finishes sit in a heap, and stretches of pure decode in
+which nothing can change are advanced in one vectorised jump to the next finish or memory
+overflow: no Python loop runs per token. Each step has four phases, as `run` shows.
 """
 from __future__ import annotations
 
@@ -75,6 +34,9 @@ from scheduler.planner.plan import STEP_FILLS
 from scheduler.planner.workload import Workload
 from scheduler.simulator.cache import RadixCache
 from scheduler.simulator.prefix import PrefixTrie, build_prefix_trie
+from scheduler.simulator.result import SimResult, Timeline
+
+__all__ = ["OVERLAPS", "EngineConfig", "SimResult", "Timeline", "output_lengths", "simulate"]
 
 TABLE1_EFFICIENCY = 0.94
 OVERLAPS = ("nanoflow", "sequential")
@@ -120,65 +82,6 @@ def default_kv_capacity_bytes(model: ModelProfile, hw: HardwareProfile) -> float
     return hw.memory_bytes * 0.95 - model.weight_bytes()
 
 
-@dataclass
-class Timeline:
-    """Per step (or per jump of identical decode steps): start, duration, compute and memory seconds,
-    KV tokens in use at its end and requests decoding in it."""
-    start: np.ndarray
-    duration: np.ndarray
-    comp: np.ndarray
-    mem: np.ndarray
-    kv_tokens: np.ndarray
-    decoding: np.ndarray
-
-    def utilisation(self, bins: int = 200) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Bin centres (s) and the time-weighted compute and memory utilisation in each bin.
-
-        Utilisation is the fraction of peak FLOP/s (resp. bandwidth) in use, so
-        it cannot exceed the efficiency factor.
-        """
-        end = float(self.start[-1] + self.duration[-1]) if len(self.start) else 0.0
-        edges = np.linspace(0.0, end, bins + 1)
-        mid = self.start + self.duration / 2.0
-        idx = np.clip(np.searchsorted(edges, mid, side="right") - 1, 0, bins - 1)
-        dur = np.bincount(idx, self.duration, bins)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            cu = np.bincount(idx, self.comp, bins) / dur
-            mu = np.bincount(idx, self.mem, bins) / dur
-        return (edges[:-1] + edges[1:]) / 2.0, np.nan_to_num(cu), np.nan_to_num(mu)
-
-
-@dataclass
-class SimResult:
-    seconds: float
-    prompt_tokens: int
-    output_tokens: int            # generated, counted once each
-    computed_prompt_tokens: int   # prompt tokens prefilled at each request's first admission (cache misses)
-    recomputed_tokens: int        # prompt and generated tokens prefilled again after preemptions
-    finished: int
-    preemptions: int
-    steps: int
-    peak_kv_tokens: int
-    kv_capacity_tokens: int
-    comp_seconds: float           # sum over steps of pure compute time
-    mem_seconds: float            # sum over steps of pure memory time
-    timeline: Timeline = field(repr=False)
-
-    @property
-    def tokens_per_s(self) -> float:
-        """(input + output tokens) / s, the paper's throughput."""
-        return (self.prompt_tokens + self.output_tokens) / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def sharing_ratio(self) -> float:
-        """Fraction of prompt tokens the prefix cache saved at first admission.
-
-        Re-prefills after a preemption are a cost of memory pressure, not of
-        the cache, and are counted in recomputed_tokens instead.
-        """
-        return 1.0 - self.computed_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-
-
 class _Running:
     """One admitted request. Decode state is linear in the global decode clock."""
     __slots__ = ("req", "node", "prefill_left", "generated0", "start_clock", "seq")
@@ -190,6 +93,17 @@ class _Running:
         self.generated0 = generated0      # tokens generated before this admission (recomputed in prefill)
         self.start_clock = -1             # decode clock at its first decode step; -1 while prefilling
         self.seq = seq                    # admission sequence number (preempt the largest first)
+
+
+@dataclass
+class _Batch:
+    """What one step carries besides its decodes: prefill chunks, their extra seconds, and why it stopped."""
+    budget: int
+    chunk_tokens: int = 0
+    attn: float = 0.0           # prefill attention seconds, for profiles that count it
+    chunk_o: float = 0.0        # per-chunk fixed seconds
+    blocked: bool = False       # the queue head could not be admitted
+    done: list[_Running] = field(default_factory=list)   # prefills that complete in this step
 
 
 def output_lengths(w: Workload) -> np.ndarray:
@@ -251,191 +165,205 @@ class _Engine:
         return self.attn_s * c * (start + c / 2.0), self.chunk_o if start > 0 else 0.0
 
     def run(self) -> SimResult:
-        cfg, cache = self.cfg, self.cache
-        running: dict[int, _Running] = {}        # admission seq -> request, insertion-ordered
-        prefilling: deque[_Running] = deque()    # admission order
-        finish_heap: list[tuple[int, int]] = []  # (clock at which it finishes, seq)
-        clock = 0                                # decode steps done
-        n_dec = 0
-        kv_a = 0         # sum over decoders of (p + generated0 - start_clock): KV read = kv_a + n_dec * (clock + 1)
-        priv_a = 0       # sum over decoders of (generated0 - start_clock): private KV = priv_a + n_dec * clock
-        priv_prefill = 0 # private KV (tokens to recompute) of requests still prefilling
-        seq = 0
-        now = 0.0
-        finished = preemptions = steps = 0
-        out_tokens = computed_prompt = recomputed = 0
-        first_admission = [True] * self.n
-        peak = 0
-        t_start: list[float] = []
-        t_dur: list[float] = []
-        t_comp: list[float] = []
-        t_mem: list[float] = []
-        t_kv: list[int] = []
-        t_dec: list[int] = []
-        report_every = max(1, self.n // 200)
-        watermark = self.watermark
-        block = cfg.cache_block_tokens
-        balanced = cfg.step_fill == "balanced"
-
-        def used() -> int:
-            return cache.resident_tokens + priv_a + n_dec * clock + priv_prefill
-
-        while self.queue or running:
-            # 1. make room for this step's decode tokens: evict cache, then preempt the newest
-            overflow = used() + n_dec - self.cap
-            if overflow > 0:
-                overflow -= cache.evict(overflow)
-            preempted_now = overflow > 0    # like vLLM, admit nothing in a step that preempts
-            while overflow > 0:
-                victim = running.pop(next(reversed(running)))
-                preemptions += 1
-                cache.release(victim.node, now)
-                if victim.start_clock < 0:
-                    prefilling.remove(victim)
-                    priv_prefill -= victim.generated0
-                    gen = victim.generated0
-                    overflow -= victim.generated0
-                else:
-                    gen = victim.generated0 + clock - victim.start_clock
-                    n_dec -= 1
-                    kv_a -= self.p[victim.req] + victim.generated0 - victim.start_clock
-                    priv_a -= victim.generated0 - victim.start_clock
-                    overflow -= gen + 1
-                self.queue.appendleft((victim.req, gen))
-                overflow -= cache.evict(overflow) if overflow > 0 else 0
-
-            # 2. prefill chunks for admitted requests, then admit from the queue head
-            step_cap = cfg.step_tokens
-            if balanced:     # no more tokens than hide under this step's reads of the weights and the KV
-                step_cap = min(step_cap, int((self.w_s + self.kv_s * (kv_a + n_dec * (clock + 1))) / self.flop_s))
-            budget = step_cap - n_dec
-            chunk_tokens = 0
-            done_prefill: list[_Running] = []
-            attn = chunk_o = 0.0  # prefill attention and per-chunk seconds, for profiles that count them
-            for r in prefilling:
-                if budget <= 0:
-                    break
-                c = min(r.prefill_left, budget)
-                if self.chunk_costs:
-                    a, o = self._chunk_cost(r, c)
-                    attn, chunk_o = attn + a, chunk_o + o
-                r.prefill_left -= c
-                budget -= c
-                chunk_tokens += c
-                if r.prefill_left == 0:
-                    done_prefill.append(r)
-            blocked = False
-            while budget > 0 and self.queue and not preempted_now:
-                if len(running) >= cfg.max_running:
-                    blocked = True
-                    break
-                req, gen = self.queue[0]
-                node = self.node[req]
-                miss_tokens, miss, hit = cache.missing(node)
-                if block > 1:       # the cache serves whole blocks only: the rest of the hit is recomputed
-                    miss_tokens = self.p[req] - min(self.p[req] - miss_tokens, self.p[req] - 1) // block * block
-                need = miss_tokens + gen
-                free = self.cap - used() - n_dec - watermark
-                if need > free:
-                    cache.pin(hit)
-                    free += cache.evict(need - free)
-                    cache.unpin(hit)
-                    if need > free:
-                        blocked = True
-                        break
-                self.queue.popleft()
-                cache.acquire(node, miss, now)
-                if first_admission[req]:
-                    first_admission[req] = False
-                    computed_prompt += miss_tokens
-                else:
-                    recomputed += miss_tokens + gen
-                r = _Running(req, node, max(miss_tokens + gen, 1), gen, seq)
-                running[seq] = r
-                seq += 1
-                priv_prefill += gen
-                prefilling.append(r)
-                c = min(r.prefill_left, budget)
-                if self.chunk_costs:
-                    a, o = self._chunk_cost(r, c)
-                    attn, chunk_o = attn + a, chunk_o + o
-                r.prefill_left -= c
-                budget -= c
-                chunk_tokens += c
-                if r.prefill_left == 0:
-                    done_prefill.append(r)
-
-            if not running:
+        """Step until every request finished: make room, schedule, time the step, post-process."""
+        self._reset()
+        while self.queue or self.running:
+            preempted = self._make_room()
+            batch = self._schedule(admit=not preempted)
+            if not self.running:
                 raise RuntimeError("simulator stalled: nothing running and the queue head cannot be admitted")
-
-            # 3. time the step (or a jump of identical decode-only steps)
-            k = 1
-            if chunk_tokens == 0 and n_dec and (blocked or budget <= 0 or not self.queue):
-                k_finish = finish_heap[0][0] - clock
-                k_mem = (self.cap - used()) // n_dec
-                k = max(1, min(k_finish, k_mem))
-                if balanced and budget <= 0 and (prefilling or self.queue):
-                    # jump only until the growing KV reads make room for a prefill token
-                    room = (self.flop_s * (n_dec + 1) - self.w_s) / self.kv_s - kv_a
-                    k = max(1, min(k, int(np.ceil(room / n_dec)) - clock - 1))
-            comp = self.flop_s * (n_dec + chunk_tokens) + attn
-            if k == 1:
-                kv = self.kv_s * (kv_a + n_dec * (clock + 1))
-                mem = self.w_s + kv
-                dur = (max(comp, self.w_s) + kv if self.sequential else max(comp, mem)) / self.eff
-            else:
-                kvs = self.kv_s * (kv_a + n_dec * (clock + 1 + np.arange(k, dtype=np.float64)))
-                mem = float(kvs.sum()) + k * self.w_s
-                if self.sequential:
-                    dur = (k * max(comp, self.w_s) + float(kvs.sum())) / self.eff
-                else:
-                    dur = float(np.maximum(comp, self.w_s + kvs).sum()) / self.eff
-                comp *= k
-            dur += k * (self.step_o + self.seq_o * n_dec) + chunk_o
-            t_start.append(now)
-            t_dur.append(dur)
-            t_comp.append(comp)
-            t_mem.append(mem)
-            t_dec.append(n_dec)
-            now += dur
-            steps += k
-            if n_dec:
-                out_tokens += n_dec * k
-                clock += k
-            kv_now = used()
-            t_kv.append(kv_now)
-            peak = max(peak, kv_now)
-
-            # 4. finishes, then requests whose prefill completed start decoding
-            while finish_heap and finish_heap[0][0] <= clock:
-                _, s = heapq.heappop(finish_heap)
-                r = running.pop(s, None)
-                if r is None:
-                    continue                      # preempted since it was queued
-                n_dec -= 1
-                kv_a -= self.p[r.req] + r.generated0 - r.start_clock
-                priv_a -= r.generated0 - r.start_clock
-                cache.release(r.node, now)
-                finished += 1
-                if self.progress and finished % report_every == 0:
-                    self.progress(finished / self.n)
-            for r in done_prefill:
-                prefilling.remove(r)
-                priv_prefill -= r.generated0
-                r.start_clock = clock
-                n_dec += 1
-                kv_a += self.p[r.req] + r.generated0 - clock
-                priv_a += r.generated0 - clock
-                heapq.heappush(finish_heap, (clock + self.d[r.req] - r.generated0, r.seq))
-
+            self._time_step(batch)
+            self._postprocess(batch)
         if self.progress:
             self.progress(1.0)
-        tl = Timeline(np.array(t_start), np.array(t_dur), np.array(t_comp), np.array(t_mem),
-                      np.array(t_kv, dtype=np.int64), np.array(t_dec, dtype=np.int64))
+        return self._result()
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        self.running: dict[int, _Running] = {}        # admission seq -> request, insertion-ordered
+        self.prefilling: deque[_Running] = deque()    # admission order
+        self.finish_heap: list[tuple[int, int]] = []  # (clock at which it finishes, seq)
+        self.clock = 0                                # decode steps done
+        self.n_dec = 0
+        self.kv_a = 0         # sum over decoders of (p + generated0 - start_clock): KV read = kv_a + n_dec (clock + 1)
+        self.priv_a = 0       # sum over decoders of (generated0 - start_clock): private KV = priv_a + n_dec clock
+        self.priv_prefill = 0  # private KV (tokens to recompute) of requests still prefilling
+        self.seq = 0
+        self.now = 0.0
+        self.finished = self.preemptions = self.steps = 0
+        self.out_tokens = self.computed_prompt = self.recomputed = 0
+        self.first_admission = [True] * self.n
+        self.peak = 0
+        self.timeline: tuple[list, ...] = ([], [], [], [], [], [])   # start, duration, comp, mem, kv, decoding
+        self.report_every = max(1, self.n // 200)
+
+    def _used(self) -> int:
+        """KV tokens in use: the cache, the decoders' private tokens and the prefills' recomputed ones."""
+        return self.cache.resident_tokens + self.priv_a + self.n_dec * self.clock + self.priv_prefill
+
+    def _stop_decoding(self, r: _Running) -> None:
+        self.n_dec -= 1
+        self.kv_a -= self.p[r.req] + r.generated0 - r.start_clock
+        self.priv_a -= r.generated0 - r.start_clock
+
+    # -- 1. make room for this step's decode tokens --------------------------------------------
+
+    def _make_room(self) -> bool:
+        """Evict cache, then preempt the newest requests until the decode tokens fit; True if any was
+        preempted (like vLLM, a step that preempts admits nothing)."""
+        cache = self.cache
+        overflow = self._used() + self.n_dec - self.cap
+        if overflow > 0:
+            overflow -= cache.evict(overflow)
+        preempted = overflow > 0
+        while overflow > 0:
+            victim = self.running.pop(next(reversed(self.running)))
+            self.preemptions += 1
+            cache.release(victim.node, self.now)
+            if victim.start_clock < 0:
+                self.prefilling.remove(victim)
+                self.priv_prefill -= victim.generated0
+                gen = victim.generated0
+                overflow -= victim.generated0
+            else:
+                gen = victim.generated0 + self.clock - victim.start_clock
+                self._stop_decoding(victim)
+                overflow -= gen + 1
+            self.queue.appendleft((victim.req, gen))
+            overflow -= cache.evict(overflow) if overflow > 0 else 0
+        return preempted
+
+    # -- 2. prefill chunks for admitted requests, then admission from the queue head ------------
+
+    def _schedule(self, admit: bool) -> _Batch:
+        cfg = self.cfg
+        step_cap = cfg.step_tokens
+        if cfg.step_fill == "balanced":   # no more tokens than hide under this step's reads of weights and KV
+            reads = self.w_s + self.kv_s * (self.kv_a + self.n_dec * (self.clock + 1))
+            step_cap = min(step_cap, int(reads / self.flop_s))
+        batch = _Batch(budget=step_cap - self.n_dec)
+        for r in self.prefilling:
+            if batch.budget <= 0:
+                break
+            self._prefill(r, batch)
+        while admit and batch.budget > 0 and self.queue:
+            r = self._admit()
+            if r is None:
+                batch.blocked = True
+                break
+            self._prefill(r, batch)
+        return batch
+
+    def _admit(self) -> _Running | None:
+        """The queue head, admitted, or None when no slot is free or its KV does not fit."""
+        if len(self.running) >= self.cfg.max_running:
+            return None
+        cache, block = self.cache, self.cfg.cache_block_tokens
+        req, gen = self.queue[0]
+        node = self.node[req]
+        miss_tokens, miss, hit = cache.missing(node)
+        if block > 1:       # the cache serves whole blocks only: the rest of the hit is recomputed
+            miss_tokens = self.p[req] - min(self.p[req] - miss_tokens, self.p[req] - 1) // block * block
+        need = miss_tokens + gen
+        free = self.cap - self._used() - self.n_dec - self.watermark
+        if need > free:
+            cache.pin(hit)
+            free += cache.evict(need - free)
+            cache.unpin(hit)
+            if need > free:
+                return None
+        self.queue.popleft()
+        cache.acquire(node, miss, self.now)
+        if self.first_admission[req]:
+            self.first_admission[req] = False
+            self.computed_prompt += miss_tokens
+        else:
+            self.recomputed += miss_tokens + gen
+        r = _Running(req, node, max(miss_tokens + gen, 1), gen, self.seq)
+        self.running[self.seq] = r
+        self.seq += 1
+        self.priv_prefill += gen
+        self.prefilling.append(r)
+        return r
+
+    def _prefill(self, r: _Running, batch: _Batch) -> None:
+        """r's next prefill chunk, as much as the step's budget allows."""
+        c = min(r.prefill_left, batch.budget)
+        if self.chunk_costs:
+            a, o = self._chunk_cost(r, c)
+            batch.attn, batch.chunk_o = batch.attn + a, batch.chunk_o + o
+        r.prefill_left -= c
+        batch.budget -= c
+        batch.chunk_tokens += c
+        if r.prefill_left == 0:
+            batch.done.append(r)
+
+    # -- 3. time the step, or a jump of identical decode-only steps ------------------------------
+
+    def _time_step(self, batch: _Batch) -> None:
+        n_dec, clock = self.n_dec, self.clock
+        k = 1
+        if batch.chunk_tokens == 0 and n_dec and (batch.blocked or batch.budget <= 0 or not self.queue):
+            k = max(1, min(self.finish_heap[0][0] - clock, (self.cap - self._used()) // n_dec))
+            if self.cfg.step_fill == "balanced" and batch.budget <= 0 and (self.prefilling or self.queue):
+                # jump only until the growing KV reads make room for a prefill token
+                room = (self.flop_s * (n_dec + 1) - self.w_s) / self.kv_s - self.kv_a
+                k = max(1, min(k, int(np.ceil(room / n_dec)) - clock - 1))
+        comp = self.flop_s * (n_dec + batch.chunk_tokens) + batch.attn
+        if k == 1:
+            kv = self.kv_s * (self.kv_a + n_dec * (clock + 1))
+            mem = self.w_s + kv
+            dur = (max(comp, self.w_s) + kv if self.sequential else max(comp, mem)) / self.eff
+        else:
+            kvs = self.kv_s * (self.kv_a + n_dec * (clock + 1 + np.arange(k, dtype=np.float64)))
+            mem = float(kvs.sum()) + k * self.w_s
+            if self.sequential:
+                dur = (k * max(comp, self.w_s) + float(kvs.sum())) / self.eff
+            else:
+                dur = float(np.maximum(comp, self.w_s + kvs).sum()) / self.eff
+            comp *= k
+        dur += k * (self.step_o + self.seq_o * n_dec) + batch.chunk_o
+        start, self.now = self.now, self.now + dur
+        self.steps += k
+        if n_dec:
+            self.out_tokens += n_dec * k
+            self.clock += k
+        kv_now = self._used()
+        self.peak = max(self.peak, kv_now)
+        for column, value in zip(self.timeline, (start, dur, comp, mem, kv_now, n_dec), strict=True):
+            column.append(value)
+
+    # -- 4. finishes, then requests whose prefill completed start decoding -----------------------
+
+    def _postprocess(self, batch: _Batch) -> None:
+        while self.finish_heap and self.finish_heap[0][0] <= self.clock:
+            _, s = heapq.heappop(self.finish_heap)
+            r = self.running.pop(s, None)
+            if r is None:
+                continue                      # preempted since it was queued
+            self._stop_decoding(r)
+            self.cache.release(r.node, self.now)
+            self.finished += 1
+            if self.progress and self.finished % self.report_every == 0:
+                self.progress(self.finished / self.n)
+        for r in batch.done:
+            self.prefilling.remove(r)
+            self.priv_prefill -= r.generated0
+            r.start_clock = self.clock
+            self.n_dec += 1
+            self.kv_a += self.p[r.req] + r.generated0 - self.clock
+            self.priv_a += r.generated0 - self.clock
+            heapq.heappush(self.finish_heap, (self.clock + self.d[r.req] - r.generated0, r.seq))
+
+    def _result(self) -> SimResult:
+        start, dur, comp, mem, kv, dec = self.timeline
+        tl = Timeline(np.array(start), np.array(dur), np.array(comp), np.array(mem),
+                      np.array(kv, dtype=np.int64), np.array(dec, dtype=np.int64))
         return SimResult(
-            seconds=now, prompt_tokens=int(sum(self.p)), output_tokens=out_tokens,
-            computed_prompt_tokens=computed_prompt, recomputed_tokens=recomputed,
-            finished=finished, preemptions=preemptions, steps=steps, peak_kv_tokens=peak,
+            seconds=self.now, prompt_tokens=int(sum(self.p)), output_tokens=self.out_tokens,
+            computed_prompt_tokens=self.computed_prompt, recomputed_tokens=self.recomputed,
+            finished=self.finished, preemptions=self.preemptions, steps=self.steps, peak_kv_tokens=self.peak,
             kv_capacity_tokens=self.cap, comp_seconds=float(tl.comp.sum()), mem_seconds=float(tl.mem.sum()),
             timeline=tl,
         )
