@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import json
 import random
 import signal
 import tempfile
@@ -25,7 +24,8 @@ from pathlib import Path
 
 import openai
 
-from tests.live import READY, Deployment, chat_lines, jsonl, pg_schema_url, read_lines
+from benchmarks.deployment import READY, Deployment, chat_lines, jsonl, pg_schema_url, read_lines
+from benchmarks.harness import emit
 
 MISSED = -1.0          # _stop found no process: the role was still being restarted
 SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
@@ -198,11 +198,7 @@ def main() -> None:
     rep = run_chaos(tmp / "data", f"tiny-llama={tiny}", args.backend, args.requests, args.stops, args.workers,
                     args.schedulers, args.seed, args.max_tokens, tuple(args.gap),
                     **({"BLENDSERVE_CPU_MAX_BATCH": str(args.max_batch)} if args.max_batch else {}))
-    line = json.dumps({**asdict(rep), "survived": rep.survived, "max_batch": args.max_batch, "gap_s": args.gap})
-    print(line)
-    if args.out:
-        with args.out.open("a") as f:
-            f.write(line + "\n")
+    emit({**asdict(rep), "survived": rep.survived, "max_batch": args.max_batch, "gap_s": args.gap}, args.out)
 
 
 if __name__ == "__main__":

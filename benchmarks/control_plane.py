@@ -1,4 +1,4 @@
-"""The control plane at cluster scale, with echo engines standing in for GPUs (issue 14).
+"""The control plane at cluster scale, with echo engines standing in for GPUs.
 
 One PostgreSQL schema, the API, a leading and a standby scheduler, and N echo
 ranks (several per worker process); --batches batches of --requests lines each,
@@ -34,7 +34,8 @@ run (ranks flat out, far beyond any GPU: --max-tokens 16 --echo-tokens-per-s 50,
     # the scheduler and API on cores of their own, as in a cluster (on 2 shared cores: the workers at nice 10)
     PYTHONPATH=. .venv/bin/python benchmarks/control_plane.py --requests 200000 --ranks 64 --worker-nice 10
     # saturated: the CPU bound of the machine
-    PYTHONPATH=. .venv/bin/python benchmarks/control_plane.py --requests 300000 --ranks 64 --max-tokens 16 --echo-tokens-per-s 50
+    PYTHONPATH=. .venv/bin/python benchmarks/control_plane.py --requests 300000 --ranks 64 --max-tokens 16 \
+        --echo-tokens-per-s 50
 
 Each JSON line says which process used the most CPU.
 """
@@ -55,11 +56,11 @@ from pathlib import Path
 import numpy as np
 import sqlalchemy as sa
 
+from benchmarks.deployment import Deployment, pg_schema_url
 from benchmarks.harness import rss_kb
 from benchmarks.pollers import Pollers
 from core.db import make_engine, make_sessionmaker
 from core.models import Batch, Request
-from tests.live import Deployment, pg_schema_url
 
 MODEL = "echo-8b"
 TERMINAL = ("completed", "failed", "expired", "cancelled")
@@ -169,7 +170,8 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
         d.start("worker", f"worker{i}", "--engine", "echo", "--ranks", str(k))
         left, i = left - k, i + 1
     try:
-        d.wait_ready(600)   # inside: one that does not come up is stopped too; 600 s: 64 ranks start slowly on 2 busy cores
+        # inside: one that does not come up is stopped too; 600 s: 64 ranks start slowly on 2 busy cores
+        d.wait_ready(600)
         for n, p in d.procs.items():
             if worker_nice and n.startswith("worker"):
                 renice(p.pid, worker_nice)
@@ -216,8 +218,9 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
         eng = make_engine(url, readonly=True)
         with make_sessionmaker(eng)() as s:
             bts = {b.id: b for b in s.scalars(sa.select(Batch))}
-            first, last, n_done = s.execute(sa.select(sa.func.min(Request.finished_at), sa.func.max(Request.finished_at),
-                                                      sa.func.count()).where(Request.status == "completed")).one()
+            first, last, n_done = s.execute(
+                sa.select(sa.func.min(Request.finished_at), sa.func.max(Request.finished_at), sa.func.count())
+                .where(Request.status == "completed")).one()
             lasts = dict(s.execute(sa.select(Request.batch_id, sa.func.max(Request.finished_at))
                                    .group_by(Request.batch_id)).all())
             db_bytes = s.scalar(sa.text("SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN "

@@ -30,9 +30,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-
+from benchmarks.harness import WayRun, emit, run_service_way
 from benchmarks.prefix_mix import workload
-from benchmarks.vllm_vs_run_batch import Run, run_service, run_vllm_batch
+from benchmarks.vllm_vs_run_batch import run_vllm_batch
 from core.config import SMOLLM2, Settings
 from core.served import model_paths
 from worker.engines.vllm import VllmOptions
@@ -66,7 +66,7 @@ def main() -> None:
     options = VllmOptions.from_settings()
     for name in args.files:
         rows = workload(args.requests, 0, **FILES[name])
-        runs: list[Run] = []
+        runs: list[WayRun] = []
         for _ in range(args.repeats):
             for way in args.ways:
                 tmp = Path(tempfile.mkdtemp(prefix=f"bs-cpu-{way}-"))
@@ -78,14 +78,10 @@ def main() -> None:
                         os.environ.pop("LD_PRELOAD", None)
                     run.way = "s: vllm run_batch, sorted file" if way == "s" else "a: vllm run_batch"
                 else:
-                    run = run_service(rows, model, "blendserve", tmp, engine="cpu")
+                    run = run_service_way(rows, model, "blendserve", tmp, engine="cpu")
                     run.way = "c: service, cpu engine"
                 runs.append(run)
-                summary = {"file": name, **run.summary(), "load": os.getloadavg()[0]}
-                print(json.dumps(summary), flush=True)
-                if args.json:
-                    with args.json.open("a") as f:
-                        f.write(json.dumps(summary) + "\n")
+                emit({"file": name, **run.summary(), "load": os.getloadavg()[0]}, args.json)
         med = {w: statistics.median(r.run_s for r in runs if r.way == w) for w in {r.way for r in runs}}
         print(json.dumps({"file": name, "median_seconds": med}), flush=True)
 

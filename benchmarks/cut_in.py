@@ -8,8 +8,8 @@ to the engine through its ``urgent`` poll exactly as the worker's lane does.
 Modes, interleaved for --runs rounds: the batch alone; the batch with chats and
 BLENDSERVE_CPU_CUT_IN on; the same with it off; chats alone (the idle figure).
 --rush runs the cut-in mode at several rush caps (batch tokens a step while chats are
-about, BLENDSERVE_CPU_RUSH_TOKENS; 0: no cap). Per mode: the batch's run time and its share of the solo run, the chats' time
-to first token and end to end, p50/p99, and the step times.
+about, BLENDSERVE_CPU_RUSH_TOKENS; 0: no cap). Per mode: the batch's run time and its share of the solo run, the
+chats' time to first token and end to end, p50/p99, and the step times.
 
 No HTTP, no database: this isolates what the engine's step composition does to
 both sides; ``benchmarks/interactive.py`` measures the whole service.
@@ -19,7 +19,6 @@ both sides; ``benchmarks/interactive.py`` measures the whole service.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -32,6 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
+from benchmarks.harness import emit  # noqa: E402
 from core.config import SMOLLM2, Settings  # noqa: E402
 from core.served import model_paths  # noqa: E402
 from worker.engines.base import GenRequest, SamplingParams  # noqa: E402
@@ -89,7 +89,9 @@ def run(engine: CpuEngine, batch: list[GenRequest], chats: list[tuple[float, Gen
     feeder.join()
     ttft = [first[k] - sent[k] for k in done]
     e2e = [done[k] - sent[k] for k in done]
-    q = lambda xs, p: round(float(np.percentile(xs, p)) * 1e3, 1) if xs else None
+    def q(xs: list[float], p: float) -> float | None:
+        return round(float(np.percentile(xs, p)) * 1e3, 1) if xs else None
+
     return {"batch_s": round(batch_end - t0, 2) if batch else None, "chats": len(done),
             "ttft_p50_ms": q(ttft, 50), "ttft_p99_ms": q(ttft, 99), "e2e_p50_ms": q(e2e, 50),
             "e2e_p99_ms": q(e2e, 99), "steps": len(engine.step_log)}
@@ -139,7 +141,7 @@ def main() -> None:
             row = run(engine, [] if mode == "idle" else batch, [] if mode == "solo" else chats)
             row.update(mode=mode, rush=cap, run=r, rate=args.rate, batch=args.batch)
             rows.append(row)
-            print(json.dumps(row), flush=True)
+            emit(row, args.out)
     summary = {"summary": True, "rate": args.rate, "batch": args.batch}
     solo_s = statistics.median(x["batch_s"] for x in rows if x["mode"] == "solo")
     for mode, _ in modes[1:]:
@@ -148,11 +150,7 @@ def main() -> None:
             summary[f"{mode}_{key}"] = statistics.median(x[key] for x in mine)
         if mode != "idle":
             summary[f"{mode}_batch_share"] = round(solo_s / statistics.median(x["batch_s"] for x in mine), 3)
-    print(json.dumps(summary), flush=True)
-    if args.out:
-        with args.out.open("a") as f:
-            for row in [*rows, summary]:
-                f.write(json.dumps(row) + "\n")
+    emit(summary, args.out)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
+from benchmarks.harness import emit  # noqa: E402
 from core.config import SMOLLM2, Settings  # noqa: E402
 from core.served import model_paths  # noqa: E402
 from worker.engines.base import GenRequest, SamplingParams  # noqa: E402
@@ -106,24 +107,18 @@ def main() -> None:
                    "load": os.getloadavg()[0]}
             row["step_seconds"] = round(sum(t for t, _, _ in steps), 3)
             runs[order].append(row)
-            print(json.dumps(row), flush=True)
+            emit(row, args.json)
             if args.steps:
                 with args.steps.open("a") as f:
                     f.write(json.dumps({"db": str(args.db), "order": order, "seconds": seconds,
                                         "steps": [[round(t, 6), shape(s)] for t, _, s in steps]}) + "\n")
-            if args.json:
-                with args.json.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
     coef = np.linalg.lstsq(np.array(X), np.array(y), rcond=None)[0]
     summary = {"db": str(args.db), "fit_seconds_per": dict(zip(TERMS, (float(c) for c in coef))),
                "median_seconds": {o: statistics.median(r["seconds"] for r in rs) for o, rs in runs.items()},
                "predicted_seconds_by_term": {o: dict(zip(TERMS, (round(float(c * t), 2) for c, t in
                                                                  zip(coef, rs[0]["terms"]))))
                                              for o, rs in runs.items()}}
-    print(json.dumps(summary), flush=True)
-    if args.json:
-        with args.json.open("a") as f:
-            f.write(json.dumps(summary) + "\n")
+    emit(summary, args.json)
 
 
 if __name__ == "__main__":

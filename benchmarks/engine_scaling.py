@@ -150,7 +150,8 @@ before = hwm()
 reqs = [GenRequest(i, [rng.randrange(100, 40000) for _ in range(64)], SamplingParams(max_tokens=96, temperature=0.0))
         for i in range(256)]
 out = list(e.generate(reqs))
-print(json.dumps({{"peak_rss_mb": hwm(), "rss_before_mb": before, "max_running": max(s.decode_tokens for s in e.step_log),
+print(json.dumps({{"peak_rss_mb": hwm(), "rss_before_mb": before,
+                  "max_running": max(s.decode_tokens for s in e.step_log),
                   "kv_capacity_tokens": e.kv_capacity_tokens(), "preempted": sum(s.preempted for s in e.step_log)}}))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

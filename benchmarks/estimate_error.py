@@ -1,4 +1,4 @@
-"""Error of `blendserve estimate` against real runs of the service on CPU (issue 12, item 5: goal within 25%).
+"""Error of `blendserve estimate` against real runs of the service on CPU (goal: within 25%).
 
 Three files of different shapes, generated here with a fixed seed from
 benchmarks/prefix_mix.py's lines: `fewshot` (exam questions behind a few
@@ -38,12 +38,12 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.deployment import jsonl
 from benchmarks.harness import run_service
 from benchmarks.prefix_mix import workload
 from core.config import SMOLLM2, Settings
 from core.served import model_paths
 from scheduler.planner.perf import HardwareProfile
-from tests.live import jsonl
 
 SHAPES = {
     # name: prefix_mix.workload() keywords
@@ -121,7 +121,8 @@ def measure_cpu(model_dir: Path) -> HardwareProfile:
 
 
 def _profile(hw: HardwareProfile) -> dict:
-    return {k: f"{getattr(hw, k):.3g}" for k in ("flops", "bandwidth", "step_overhead", "seq_overhead", "chunk_overhead")}
+    keys = ("flops", "bandwidth", "step_overhead", "seq_overhead", "chunk_overhead")
+    return {k: f"{getattr(hw, k):.3g}" for k in keys}
 
 
 def predict(path: Path, model_dir: Path, output_tokens: float | None, hw: HardwareProfile | None = None) -> float:
@@ -146,7 +147,8 @@ def main() -> None:
     ap.add_argument("--requests", type=int, help="requests per file (default: per shape, 60-150)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--output-tokens", type=float, default=256.0,
-                    help="the assumed length of the no-sample column, as `blendserve estimate --sample 0` (default 256)")
+                    help="the assumed length of the no-sample column, as `blendserve estimate --sample 0` "
+                         "(default 256)")
     ap.add_argument("--measure", action="store_true", help="re-measure this CPU and predict with that profile too")
     ap.add_argument("--smoke", action="store_true", help="8 short requests of one shape: checks the wiring only")
     args = ap.parse_args()

@@ -1,18 +1,36 @@
-"""Run one JSONL workload through a real deployment (separate api/scheduler/worker processes)
-and read the figures every service benchmark reports from the job table."""
+"""What the service benchmarks share: one JSONL workload through a real deployment (separate api, scheduler
+and worker processes), the figures read back from the job table, a process tree's CPU seconds, and one way to
+report a run's row.
+
+Two runs of a workload: ``run_service`` (any engine, the deployment's test defaults, token and per-worker
+figures) and ``run_service_way`` (one engine and planner with the service's own chunk, lease and round
+settings, run phase and CPU seconds beside vLLM's ``run_batch``; benchmarks/vllm_vs_run_batch.py's ways b-d).
+"""
 from __future__ import annotations
 
+import json
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import psutil
 from sqlalchemy import func, select
 
-from core.config import Settings
+from benchmarks.deployment import Deployment, jsonl, wait_batch
+from core.config import SMOLLM2, Settings
 from core.db import make_engine, make_sessionmaker
 from core.models import Batch, Chunk, Request
-from tests.live import Deployment, jsonl, wait_batch
+
+
+def emit(row: dict, path: Path | None = None) -> None:
+    """Print a run's row as one JSON line and, with ``path``, append it there: every benchmark's results file
+    is these lines, so a run stopped at a deadline keeps what it measured."""
+    line = json.dumps(row)
+    print(line, flush=True)
+    if path:
+        with path.open("a") as f:
+            f.write(line + "\n")
 
 
 def rss_kb(pid: int, field: str = "VmHWM") -> int:
@@ -72,5 +90,86 @@ def run_service(rows: list[dict], models: str, workers: int = 1, worker_args: tu
         return ServiceRun(b.usage.total_tokens, b.usage.input_tokens_details.cached_tokens, b.usage.input_tokens,
                           last - bt.first_run_at, whole, bt.first_run_at - bt.in_progress_at,
                           {w: int(n) for w, n, _ in per_worker}, {w: end - bt.first_run_at for w, _, end in per_worker})
+    finally:
+        d.stop()
+
+
+@dataclass
+class WayRun:
+    """One way's run of a file: the service on an engine and planner, or vLLM's run_batch."""
+    way: str
+    prompt: int
+    completion: int
+    cached: int
+    run_s: float
+    whole_s: float
+    cpu_s: float
+
+    @property
+    def tok_per_cpu_s(self) -> float:
+        return (self.prompt + self.completion) / self.cpu_s
+
+    @property
+    def run_tok_s(self) -> float:
+        return (self.prompt + self.completion) / self.run_s
+
+    def summary(self) -> dict:
+        return {**asdict(self), "run_tok_s": round(self.run_tok_s, 1), "tok_per_cpu_s": round(self.tok_per_cpu_s, 1),
+                "cached_share": round(self.cached / self.prompt, 3)}
+
+
+def tree_cpu_s(pid: int, seen: dict[int, float] | None = None) -> float:
+    """User + system CPU-seconds of a process and its descendants.
+
+    With ``seen`` (pid -> last reading, updated here), a descendant that has
+    exited since an earlier call still counts with its last reading, so the sum
+    never drops when the engine processes exit before their parent.
+    """
+    seen = {} if seen is None else seen
+    try:
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            try:
+                t = proc.cpu_times()
+                seen[proc.pid] = t.user + t.system
+            except psutil.NoSuchProcess:
+                pass
+    except psutil.NoSuchProcess:
+        pass
+    return sum(seen.values())
+
+
+def run_service_way(rows: list[dict], model: Path, planner: str, tmp: Path, engine: str = "vllm") -> WayRun:
+    """A fresh deployment whose worker (vLLM, or the CPU engine) is up before the upload; the service's own
+    chunk, lease and round settings. Run phase: the batch's first claim to its last result."""
+    d = Deployment(tmp, "", f"{SMOLLM2}={model}", BLENDSERVE_PLANNER=planner, BLENDSERVE_CHUNK_REQUESTS="32",
+                   BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_PLAN_MAX_WAIT_S="1.0")
+    if engine == "cpu":
+        d.env.pop("LD_PRELOAD", None)        # vLLM's Intel OpenMP is not for torch's CPU build
+    d.start("api")
+    d.start("scheduler")
+    d.start("worker", None, "--engine", engine)
+    try:
+        d.wait_ready(timeout=600)
+        while f"serving {SMOLLM2}" not in d.log("worker", tail=None):   # not vLLM's own "for serving" line
+            assert d.procs["worker"].poll() is None, d.log("worker")
+            time.sleep(0.2)
+        c = d.client()
+        worker = d.procs["worker"].pid
+        t0, cpu0 = time.time(), tree_cpu_s(worker)
+        f = c.files.create(file=("input.jsonl", jsonl(rows)), purpose="batch")
+        b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+        b = wait_batch(c, b.id, timeout=3600, every=2.0)   # run phase and whole job come from the database
+        cpu = tree_cpu_s(worker) - cpu0
+        assert b.status == "completed" and b.request_counts.completed == len(rows), (b, d.log("worker"))
+        sessions = make_sessionmaker(make_engine(Settings(data_dir=tmp).db_url))
+        with sessions() as s:
+            first = s.scalar(select(Batch.first_run_at).where(Batch.id == b.id))
+            last = s.scalar(select(func.max(Request.finished_at)).where(Request.batch_id == b.id))
+        u = b.usage
+        label = {"blendserve": "b", "fcfs": "c", "dfs": "d"}.get(planner, "f")
+        return WayRun(f"{label}: service, {engine} engine, {planner}",
+                      u.input_tokens, u.output_tokens, u.input_tokens_details.cached_tokens, last - first, last - t0,
+                      cpu)
     finally:
         d.stop()

@@ -1,4 +1,4 @@
-"""Interactive latency beside a running batch, and the N_max / T_max curve (issue 13).
+"""Interactive latency beside a running batch, and the N_max / T_max curve.
 
 One real deployment (API, scheduler, one CPU worker, SmolLM2). Phases, each
 --window seconds, short streamed chats arriving as a Poisson process:
@@ -25,17 +25,17 @@ import random
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from sqlalchemy import func, select
 
+from benchmarks.deployment import Deployment, jsonl
 from core.config import SMOLLM2, Settings
 from core.db import make_engine, make_sessionmaker
 from core.models import Batch, Request
 from core.served import model_paths
-from tests.live import Deployment, jsonl
 
 TOPICS = ["the sea", "a library", "autumn", "a train station", "bread", "the moon", "a violin", "rain"]
 
@@ -87,7 +87,9 @@ def chats(d: Deployment, rate: float, window: float, seed: int, until: Callable[
         time.sleep(rng.expovariate(rate))
     for t in threads:
         t.join()
-    q = lambda xs, p: round(float(np.percentile(xs, p)) * 1e3, 1) if xs else None
+    def q(xs: list[float], p: float) -> float | None:
+        return round(float(np.percentile(xs, p)) * 1e3, 1) if xs else None
+
     return {"rate": rate, "requests": len(e2e), "ttft_p50_ms": q(ttft, 50), "ttft_p99_ms": q(ttft, 99),
             "e2e_p50_ms": q(e2e, 50), "e2e_p99_ms": q(e2e, 99), "interactive_tokens": tokens[0]}
 
@@ -114,7 +116,10 @@ def completion(d: Deployment, sessions, n: int, rate: float, first: int) -> dict
     c = d.client()
     f = c.files.create(file=("batch.jsonl", jsonl(batch_rows(n, seed=first, first=first))), purpose="batch")
     b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
-    done = lambda: c.batches.retrieve(b.id).status in ("completed", "failed", "cancelled", "expired")
+
+    def done() -> bool:
+        return c.batches.retrieve(b.id).status in ("completed", "failed", "cancelled", "expired")
+
     point = chats(d, rate, 0, seed=first, until=done) if rate else {"rate": 0}
     while not done():
         time.sleep(1.0)
@@ -145,11 +150,11 @@ def main() -> None:
     ap.add_argument("--completion-rate", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--chunk-requests", type=int, default=Settings().chunk_requests,
-                    help="requests per plan chunk (the service's default; tests/live.py's deployments use 4)")
+                    help="requests per plan chunk (the service's default; the test deployment's default is 4)")
     args = ap.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
     path = model_paths(Settings(data_dir=Path(tempfile.gettempdir()) / "bs-bench-models"))[SMOLLM2]
-    # The service's own defaults, not tests/live.py's test values (3-s leases, 4-request chunks, 50-ms
+    # The service's own defaults, not benchmarks/deployment.py's test values (3-s leases, 4-request chunks, 50-ms
     # polls): a loaded 2-core machine holds a heartbeat past 3 s, and a claim every 4 requests is a
     # transaction (in each rank's claim thread) competing with the engine for the 2 cores.
     d = Deployment(Path(tempfile.mkdtemp(prefix="bs-interactive-")), "", f"{SMOLLM2}={path}",
@@ -162,7 +167,8 @@ def main() -> None:
         deadline = time.time() + 60
         while True:                       # the first answer proves the API sees the worker
             try:
-                d.client().chat.completions.create(model=SMOLLM2, max_tokens=1, messages=[{"role": "user", "content": "hi"}])
+                d.client().chat.completions.create(model=SMOLLM2, max_tokens=1,
+                                                   messages=[{"role": "user", "content": "hi"}])
                 break
             except Exception:
                 if time.time() > deadline:
@@ -171,7 +177,7 @@ def main() -> None:
         if args.completion:
             report = {"completion_requests": args.completion, "rate": args.completion_rate,
                       "idle": chats(d, args.completion_rate, args.window, seed=1), "runs": []}
-            for i in range(args.repeats):
+            for _ in range(args.repeats):
                 for rate in (0.0, args.completion_rate):
                     report["runs"].append(completion(d, sessions, args.completion, rate,
                                                      first=10**6 * (1 + len(report["runs"]))))
@@ -222,11 +228,10 @@ def main() -> None:
 
 
 def plot(sweep: list[dict], out: Path, rate: float) -> None:
-    import matplotlib
+    """The T_max sweep as a figure (the `[plot]` extra); the report's JSON is written before it."""
+    from benchmarks.plots import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     xs = [p["tmax_ms"] for p in sweep]
     ax.plot(xs, [p["e2e_p99_ms"] for p in sweep], "o-", label="interactive p99 end to end (ms)")

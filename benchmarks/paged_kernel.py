@@ -8,6 +8,7 @@ torch threads; milliseconds per call, medians of 20, and the bytes of K/V read p
 """
 from __future__ import annotations
 
+import argparse
 import random
 import statistics
 import time
@@ -31,6 +32,7 @@ def per_call_ms(f, n: int = 20) -> float:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
     kernel = paged_decode()
     assert kernel is not None, "the kernel did not build"
     print(f"torch threads: {torch.get_num_threads()}")
@@ -51,7 +53,8 @@ def main() -> None:
             fast = PagedAttention(pool, chunks, 0.125, kernel)
             t_slow, t_fast = per_call_ms(lambda: slow(0, q, k, v)), per_call_ms(lambda: fast(0, q, k, v))
             gbs = sum(lengths) * KH * D * 2 * dtype.itemsize / t_fast / 1e6
-            print(f"| {str(dtype).split('.')[1]} | {B} | {L} | {t_slow:.2f} | {t_fast:.2f} | {t_slow / t_fast:.1f}x | {gbs:.1f} |",
+            name = str(dtype).split(".")[1]
+            print(f"| {name} | {B} | {L} | {t_slow:.2f} | {t_fast:.2f} | {t_slow / t_fast:.1f}x | {gbs:.1f} |",
                   flush=True)
 
 

@@ -109,17 +109,13 @@ def main() -> None:
             args.write.mkdir(parents=True, exist_ok=True)
             (args.write / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
         if args.run:
-            from benchmarks.vllm_vs_run_batch import run_service
+            from benchmarks.harness import emit, run_service_way
             from core.config import Settings
             from core.served import model_paths
 
             tmp = Path(tempfile.mkdtemp(prefix=f"bs-cpu-c-{name}-"))
-            run = run_service(lines, model_paths(Settings())[SMOLLM2], "blendserve", tmp, engine="cpu")
-            row = {"file": name, "seed": args.seed, "db": str(tmp / "blendserve.db"), **run.summary()}
-            print(json.dumps(row), flush=True)
-            if args.json:
-                with args.json.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
+            run = run_service_way(lines, model_paths(Settings())[SMOLLM2], "blendserve", tmp, engine="cpu")
+            emit({"file": name, "seed": args.seed, "db": str(tmp / "blendserve.db"), **run.summary()}, args.json)
 
 
 if __name__ == "__main__":

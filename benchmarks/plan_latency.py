@@ -20,20 +20,20 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import func, insert, select, update
 
+from benchmarks.deployment import Deployment
+from benchmarks.harness import rss_kb
 from core.config import SMOLLM2, Settings
 from core.db import make_engine, make_sessionmaker
 from core.migrate import upgrade
 from core.models import Batch, Chunk, File, Request
 from core.served import model_paths
-from benchmarks.harness import rss_kb
-from tests.live import Deployment
 
 
 def prompts(n: int, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     prefixes = [rng.integers(100, 40000, size=int(rng.integers(300, 900)), dtype=np.int32) for _ in range(20)]
     out = []
-    for i in range(n):
+    for _ in range(n):
         kind = rng.random()
         if kind < 0.5:
             tail = rng.integers(100, 40000, size=int(rng.integers(20, 80)), dtype=np.int32)

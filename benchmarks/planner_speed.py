@@ -155,7 +155,8 @@ def main() -> None:
         "",
         "## Data parallelism",
         "",
-        "| ranks | plan wall s | plan CPU s | imbalance (max/mean - 1 of est. time) | sharing | sharing lost vs 1 rank |",
+        "| ranks | plan wall s | plan CPU s | imbalance (max/mean - 1 of est. time) | sharing "
+        "| sharing lost vs 1 rank |",
         "|---|---|---|---|---|---|",
         *[f"| {r} | {v['wall']:.2f} | {v['cpu']:.2f} | {v['imbalance']:.4%} | {v['sharing']:.4f} | "
           f"{(base_sharing - v['sharing']) / base_sharing:.4%} |" for r, v in dp.items()],

@@ -6,7 +6,7 @@ driver's own 5/s status check, once with 200 GET /v1/batches/{id} per second
 (open loop, bounded by count and time) for the whole run. Reports poll
 latency p50/p99 and the run-phase tokens/s (prompt + completion tokens, first
 claim to last result) of the run with pollers against the run without.
-Goals (issue 10): p99 <= 25 ms, throughput ratio >= 0.95.
+Goals: p99 <= 25 ms, throughput ratio >= 0.95.
 
     PYTHONPATH=. .venv/bin/python benchmarks/pollers.py --requests 64 --repeats 3
 """
@@ -25,10 +25,10 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
+from benchmarks.deployment import Deployment, chat_lines, jsonl, wait_batch
 from core.config import SMOLLM2, Settings
 from core.db import make_engine, make_sessionmaker
 from core.models import Batch, Request
-from tests.live import Deployment, chat_lines, jsonl, wait_batch
 
 
 @dataclass

@@ -49,7 +49,7 @@ def few_shot(subject: str, shots: int = 5) -> str:
     """A subject's few-shot prefix, the same for every question on it (MMLU's prompt format)."""
     rng = random.Random(subject)
     parts = [f"The following are multiple choice questions (with answers) about {subject}.\n\n"]
-    for k in range(shots):
+    for _ in range(shots):
         answer = rng.randrange(4)
         parts.append(
             f"In {subject}, consider case {rng.randint(100, 999)}: a practitioner observes effect "
@@ -83,7 +83,8 @@ def workload(n: int, seed: int = 0, *, subjects: int = 57, exams: float = 0.7, l
                     "max_tokens": long_tokens}
         else:
             body = {"messages": [{"role": "system", "content": rng.choice(SYSTEMS)},
-                                 {"role": "user", "content": f"Request {i}: help me with case {rng.randint(1, 10**6)}."}],
+                                 {"role": "user",
+                                  "content": f"Request {i}: help me with case {rng.randint(1, 10**6)}."}],
                     "max_tokens": chat_tokens}
         rows.append({"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions",
                      "body": {"model": model, "temperature": 0, **body}})

@@ -1,4 +1,4 @@
-"""A high batch submitted behind a long low one: its completion time with and without the priority (issue 13).
+"""A high batch submitted behind a long low one: its completion time with and without the priority.
 
 Same deployment shape both ways (API, scheduler, one CPU worker, SmolLM2,
 the default planner): a --low-requests batch starts; once it has results, a
@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.deployment import Deployment, jsonl, wait_batch
 from core.config import SMOLLM2, Settings
 from core.served import model_paths
-from tests.live import Deployment, jsonl, wait_batch
 
 
 def rows(n: int, tag: str, max_tokens: int) -> list[dict]:

@@ -5,9 +5,8 @@ Usage: PYTHONPATH=. .venv/bin/python benchmarks/sim_timeline.py [--workload trac
        [--policies dfs,blendserve]
 For each policy: its fraction of T*, then one row per time bin with the
 compute and memory utilisation (fractions of peak FLOP/s and bandwidth),
-the requests decoding (time-weighted) and the tokens computed per second. A run that alternates compute-only and memory-only
-bins overlaps nothing, whatever its order; the session-11 analysis in
-BENCHMARKS.md reads these tables.
+the requests decoding (time-weighted) and the tokens computed per second. A run that alternates compute-only
+and memory-only bins overlaps nothing, whatever its order.
 """
 from __future__ import annotations
 

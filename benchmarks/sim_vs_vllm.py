@@ -67,7 +67,8 @@ def main() -> None:
                           kv_capacity_tokens=args.pool_tokens, overlap="sequential", efficiency=1.0,
                           cache_block_tokens=options.block_size)
     w, orders = load(args.db)
-    out = {"db": str(args.db), "fitted_on": str(args.fit_steps or args.db), "coef": {k: float(f"{v:.4g}") for k, v in coef.items()},
+    out = {"db": str(args.db), "fitted_on": str(args.fit_steps or args.db),
+           "coef": {k: float(f"{v:.4g}") for k, v in coef.items()},
            **compare(w, orders, measured, model, hw, config, build_prefix_trie(w))}
     print(json.dumps(out), flush=True)
     if args.json:

@@ -128,7 +128,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="append one JSON line per row here")
     args = ap.parse_args()
 
-    path = ensure_checkpoint(smollm2_gguf_path(), Path(os.environ.get("BLENDSERVE_MODELS_DIR", "/tmp/blendserve-models")))
+    models_dir = Path(os.environ.get("BLENDSERVE_MODELS_DIR", "/tmp/blendserve-models"))
+    path = ensure_checkpoint(smollm2_gguf_path(), models_dir)
     tokenizer = load_tokenizer(path)
     on = SpecConfig("ngram", args.spec_tokens, args.ngram_min)
     dtype = None if args.dtype == "auto" else getattr(torch, args.dtype)

@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.config import SMOLLM2
+from benchmarks.deployment import Deployment, wait_batch
 from benchmarks.harness import rss_kb
-from tests.live import Deployment, wait_batch
+from core.config import SMOLLM2
 
 WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge "
          "boxing matches in distant northern towns ").split()
@@ -70,10 +70,11 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bs-upload-"))
     src = tmp / "big.jsonl"
     size = make_file(src, args.lines, int(args.mb * 1e6))
-    from core.served import model_paths
     from core.config import Settings
+    from core.served import model_paths
 
-    model_dir = model_paths(Settings(data_dir=Path(os.environ.get("BLENDSERVE_BENCH_DATA", "blendserve-data"))))[SMOLLM2]
+    data_dir = Path(os.environ.get("BLENDSERVE_BENCH_DATA", "blendserve-data"))
+    model_dir = model_paths(Settings(data_dir=data_dir))[SMOLLM2]
     # A deployment's scheduler tokenizes on every core (the test harness turns that off).
     d = Deployment(tmp / "data", "", f"{SMOLLM2}={model_dir}", BLENDSERVE_MAX_FILE_BYTES=str(size + 1),
                    TOKENIZERS_PARALLELISM="true", BLENDSERVE_PLANNER="fcfs")

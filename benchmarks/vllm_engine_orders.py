@@ -26,6 +26,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.engine_orders import load  # noqa: E402
+from benchmarks.harness import emit  # noqa: E402
 from core.config import SMOLLM2, Settings  # noqa: E402
 from core.served import model_paths  # noqa: E402
 from worker.engines.vllm import VllmEngine, VllmOptions  # noqa: E402
@@ -104,18 +105,12 @@ def main() -> None:
                    "decodes_per_step": round(sum(st[3] for st in steps) / n, 1),
                    "positions_per_step": round(sum(st[4] for st in steps) / n, 1),
                    "step_seconds": round(sum(st[0] for st in steps), 2), "load": os.getloadavg()[0]}
-            print(json.dumps(row), flush=True)
-            if args.json:
-                with args.json.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
+            emit(row, args.json)
             if args.steps:
                 with args.steps.open("a") as f:
                     f.write(json.dumps({"db": str(args.db), "order": order, "seconds": s, "steps": steps}) + "\n")
     summary = {"db": str(args.db), "median_seconds": {o: round(statistics.median(v), 2) for o, v in seconds.items()}}
-    print(json.dumps(summary), flush=True)
-    if args.json:
-        with args.json.open("a") as f:
-            f.write(json.dumps(summary) + "\n")
+    emit(summary, args.json)
 
 
 if __name__ == "__main__":

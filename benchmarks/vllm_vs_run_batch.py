@@ -45,63 +45,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-import psutil
-from sqlalchemy import func, select
-
+from benchmarks.deployment import jsonl
+from benchmarks.harness import WayRun, emit, run_service_way, tree_cpu_s
 from benchmarks.paper_files import FILES, build
 from benchmarks.prefix_mix import workload
 from core.config import SMOLLM2, Settings
-from core.db import make_engine, make_sessionmaker
-from core.models import Batch, Request
 from core.served import model_paths
-from tests.live import Deployment, jsonl, wait_batch
 from worker.engines.vllm import VllmOptions
-
-@dataclass
-class Run:
-    way: str
-    prompt: int
-    completion: int
-    cached: int
-    run_s: float
-    whole_s: float
-    cpu_s: float
-
-    @property
-    def tok_per_cpu_s(self) -> float:
-        return (self.prompt + self.completion) / self.cpu_s
-
-    @property
-    def run_tok_s(self) -> float:
-        return (self.prompt + self.completion) / self.run_s
-
-    def summary(self) -> dict:
-        return {**asdict(self), "run_tok_s": round(self.run_tok_s, 1), "tok_per_cpu_s": round(self.tok_per_cpu_s, 1),
-                "cached_share": round(self.cached / self.prompt, 3)}
-
-
-def tree_cpu_s(pid: int, seen: dict[int, float] | None = None) -> float:
-    """User + system CPU-seconds of a process and its descendants.
-
-    With ``seen`` (pid -> last reading, updated here), a descendant that has
-    exited since an earlier call still counts with its last reading, so the sum
-    never drops when the engine processes exit before their parent.
-    """
-    seen = {} if seen is None else seen
-    try:
-        root = psutil.Process(pid)
-        for proc in [root, *root.children(recursive=True)]:
-            try:
-                t = proc.cpu_times()
-                seen[proc.pid] = t.user + t.system
-            except psutil.NoSuchProcess:
-                pass
-    except psutil.NoSuchProcess:
-        pass
-    return sum(seen.values())
 
 
 def cli_flags(args: dict) -> list[str]:
@@ -125,7 +78,7 @@ def sorted_by_prompt(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda r: json.dumps(r["body"]["messages"]))
 
 
-def run_vllm_batch(rows: list[dict], model: Path, options: VllmOptions, tmp: Path, way: str = "a") -> Run:
+def run_vllm_batch(rows: list[dict], model: Path, options: VllmOptions, tmp: Path, way: str = "a") -> WayRun:
     """(a): vLLM's run_batch as a user runs it; (e) the same on the file sorted by prompt."""
     src, out = tmp / "input.jsonl", tmp / "output.jsonl"
     src.write_bytes(jsonl(rows))
@@ -147,48 +100,14 @@ def run_vllm_batch(rows: list[dict], model: Path, options: VllmOptions, tmp: Pat
     done = out.stat().st_mtime
     usage = [json.loads(x)["response"]["body"]["usage"] for x in out.read_text().splitlines() if x.strip()]
     assert len(usage) == len(rows), f"{len(usage)} results for {len(rows)} requests"
-    return Run("e: vllm run_batch, sorted file" if way == "e" else "a: vllm run_batch", sum(u["prompt_tokens"] for u in usage),
-               sum(u["completion_tokens"] for u in usage),
-               sum((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0 for u in usage),
-               done - started, done - t0, cpu1 - cpu0)
+    return WayRun("e: vllm run_batch, sorted file" if way == "e" else "a: vllm run_batch",
+                  sum(u["prompt_tokens"] for u in usage),
+                  sum(u["completion_tokens"] for u in usage),
+                  sum((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0 for u in usage),
+                  done - started, done - t0, cpu1 - cpu0)
 
 
-def run_service(rows: list[dict], model: Path, planner: str, tmp: Path, engine: str = "vllm") -> Run:
-    """(b) or (c): a fresh deployment, its worker (vLLM, or the CPU engine) started before the upload."""
-    d = Deployment(tmp, "", f"{SMOLLM2}={model}", BLENDSERVE_PLANNER=planner, BLENDSERVE_CHUNK_REQUESTS="32",
-                   BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_PLAN_MAX_WAIT_S="1.0")
-    if engine == "cpu":
-        d.env.pop("LD_PRELOAD", None)        # vLLM's Intel OpenMP is not for torch's CPU build
-    d.start("api")
-    d.start("scheduler")
-    d.start("worker", None, "--engine", engine)
-    try:
-        d.wait_ready(timeout=600)
-        while f"serving {SMOLLM2}" not in d.log("worker", tail=None):   # not vLLM's own "for serving" line
-            assert d.procs["worker"].poll() is None, d.log("worker")
-            time.sleep(0.2)
-        c = d.client()
-        worker = d.procs["worker"].pid
-        t0, cpu0 = time.time(), tree_cpu_s(worker)
-        f = c.files.create(file=("input.jsonl", jsonl(rows)), purpose="batch")
-        b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
-        b = wait_batch(c, b.id, timeout=3600, every=2.0)   # run phase and whole job come from the database
-        cpu = tree_cpu_s(worker) - cpu0
-        assert b.status == "completed" and b.request_counts.completed == len(rows), (b, d.log("worker"))
-        sessions = make_sessionmaker(make_engine(Settings(data_dir=tmp).db_url))
-        with sessions() as s:
-            first = s.scalar(select(Batch.first_run_at).where(Batch.id == b.id))
-            last = s.scalar(select(func.max(Request.finished_at)).where(Request.batch_id == b.id))
-        u = b.usage
-        label = {"blendserve": "b", "fcfs": "c", "dfs": "d"}.get(planner, "f")
-        return Run(f"{label}: service, {engine} engine, {planner}",
-                   u.input_tokens, u.output_tokens, u.input_tokens_details.cached_tokens, last - first, last - t0,
-                   cpu)
-    finally:
-        d.stop()
-
-
-def table(runs: list[Run]) -> str:
+def table(runs: list[WayRun]) -> str:
     """Medians per way, as a markdown table."""
     ways = sorted({r.way for r in runs})
     lines = ["| way | runs | whole-job s | run-phase s | run-phase tok/s | tok per CPU-s | "
@@ -205,7 +124,10 @@ def table(runs: list[Run]) -> str:
         lines.append(f"| {w} | {len(rs)} | {med[w]['whole_s']:.1f} | {med[w]['run_s']:.1f} | "
                      f"{med[w]['run_tok_s']:.0f} | {med[w]['tok_per_cpu_s']:.0f} | {toks:.0f} | {cached:.1%} |")
     a, b, c, d, e = (next((m for w, m in med.items() if w.startswith(x)), None) for x in "abcde")
-    best = lambda *ms: max((m for m in ms if m), key=lambda m: m["run_tok_s"], default=None)
+
+    def best(*ms):
+        return max((m for m in ms if m), key=lambda m: m["run_tok_s"], default=None)
+
     for name, num, den in (("b/a", b, a), ("b/c", b, c), ("b/d", b, d), ("b/best of c, d", b, best(c, d)),
                            ("b/best of a, e", b, best(a, e)), ("c/a", c, a)):
         if num and den:
@@ -242,19 +164,15 @@ def main() -> None:
     options = VllmOptions.from_settings()
     print(json.dumps({"options": asdict(options), "kv_gib": args.kv_gib, "requests": len(rows),
                       "file": str(args.input or args.file), "subjects": args.subjects}), flush=True)
-    runs: list[Run] = []
+    runs: list[WayRun] = []
     for _ in range(args.repeats):
         for way in args.ways:
             tmp = Path(tempfile.mkdtemp(prefix=f"bs-vllm-{way}-"))
             run = run_vllm_batch(rows, model, options, tmp) if way == "a" else \
                 run_vllm_batch(sorted_by_prompt(rows), model, options, tmp, "e") if way == "e" else \
-                run_service(rows, model, {"b": "blendserve", "c": "fcfs", "d": "dfs"}[way], tmp)
+                run_service_way(rows, model, {"b": "blendserve", "c": "fcfs", "d": "dfs"}[way], tmp)
             runs.append(run)
-            row = {"file": str(args.input or args.file or f"prefix_mix-{len(rows)}"), **run.summary()}
-            print(json.dumps(row), flush=True)
-            if args.json:
-                with args.json.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
+            emit({"file": str(args.input or args.file or f"prefix_mix-{len(rows)}"), **run.summary()}, args.json)
     print(table(runs))
 
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from benchmarks.deployment import pg_schema_url
 from benchmarks.harness import run_service
 from benchmarks.prefix_mix import workload
 from core.config import SMOLLM2, Settings
 from core.served import model_paths
-from tests.live import pg_schema_url
 
 
 def main() -> None:
