@@ -6,9 +6,9 @@ VllmEngine (the worker's own class and engine arguments, so its max_num_seqs
 feeding) with vLLM's per-iteration details on, and records every engine step:
 prefill (context) requests and tokens, decode requests, and the seconds
 between two steps' outputs as the frontend sees them. Orders are interleaved
-so drift hits each alike; medians of --runs. What it is for: the service on
-this engine ran its plan slower than DFS on chatheavy (BENCHMARKS.md, session
-17); this says whether the engine alone does, and what the steps differ in.
+so drift hits each alike; medians of --runs. What it is for: whether an order's
+run time comes from the engine's steps or from around them, and what the steps
+differ in; benchmarks/sim_vs_vllm.py fits the simulator to the steps it records.
 
     LD_PRELOAD=$PWD/.venv-vllm/lib/libiomp5.so VLLM_CPU_KVCACHE_SPACE=2 PYTHONPATH=. \
         .venv-vllm/bin/python -m benchmarks.vllm_engine_orders /tmp/X/blendserve.db --runs 3 --steps S.jsonl
