@@ -12,6 +12,7 @@ managers/tokenizer_manager.py):
 - A request waits on an event, with no timeout, that only `handle_loop` sets.
 - Sampling params are checked as `SamplingParams.verify` does: top_p in (0, 1], logit_bias ids < vocab.
 - Speculative decoding turns mixed chunks off and caps running requests at 48 (arg_groups/speculative_hook).
+- `Engine.__init__` reconfigures the process's logging (`configure_logger`: basicConfig(force=True)).
 - The scheduler's start-up report (`_scheduler_init_result.scheduler_infos`) carries max_total_num_tokens;
   `get_server_info()["internal_states"]` does not.
 Output: token i of a request is (sum of its prompt + i) mod vocab, one token per scheduler step.
@@ -19,6 +20,7 @@ Output: token i of a request is (sum of its prompt + i) mod vocab, one token per
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import threading
 import time
@@ -113,6 +115,7 @@ class FakeTokenizerManager:
 
 class FakeEngine:
     def __init__(self, **kwargs) -> None:
+        logging.basicConfig(level=logging.WARNING, format="[sglang] %(message)s", force=True)  # configure_logger
         self.kwargs = kwargs
         speculative = kwargs.get("speculative_algorithm") is not None
         self.server_args = SimpleNamespace(

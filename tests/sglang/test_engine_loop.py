@@ -6,6 +6,7 @@ per-request refusals that leave the stream running, cancel sweeps only when the 
 arguments SGLang gets, and the step budget SGLang really runs."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -54,7 +55,13 @@ def expected(ids: list[int], n: int) -> list[int]:
 
 
 def test_requests_finish_on_the_loop_that_reads_sglangs_outputs() -> None:
+    root = logging.getLogger()
+    handler = logging.StreamHandler()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
     e = make(max_total_tokens=5000)
+    assert handler in root.handlers and root.level == logging.INFO    # the worker's own log lines survive
+    root.removeHandler(handler)
     try:
         out = run(e, [GenRequest(i, [i, 2, 3], GREEDY) for i in range(1, 5)])
         assert sorted(out) == [1, 2, 3, 4]
