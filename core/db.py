@@ -89,9 +89,5 @@ def shared_engine(url: str, pool_size: int = 10) -> Engine:
     return make_engine(url, pool_size=pool_size)
 
 
-def is_sqlite(engine: Engine) -> bool:
-    return engine.dialect.name == "sqlite"
-
-
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -26,11 +25,6 @@ class FileStore:
 
     def open(self, file_id: str) -> BinaryIO:
         return open(self.path(file_id), "rb")
-
-    def iter_bytes(self, file_id: str, chunk: int = 1 << 20) -> Iterator[bytes]:
-        with self.open(file_id) as f:
-            while block := f.read(chunk):
-                yield block
 
     def delete(self, file_id: str) -> None:
         self.path(file_id).unlink(missing_ok=True)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.owners import owner_of_key
+from core.config import get_settings
+from core.owners import PREFIX, TENANT, owner_of_key
 
 PRIORITIES = ("high", "normal", "low")
 URGENT = 0
@@ -20,13 +21,16 @@ CLASS = {name: i + 1 for i, name in enumerate(PRIORITIES)}       # high 1, norma
 
 
 def parse_key_priorities(spec: str) -> dict[str, int]:
-    """"key1=high,key2=low" -> {owner digest: class}; a bad entry is a configuration error."""
-    out = {}
+    """"key1=high,acme=low" -> {owner: class}: a key's own tenant (core/owners.py), or a tenant by name;
+    a bad entry is a configuration error."""
+    ring, out = get_settings().keyring(), {}
     for item in filter(None, (x.strip() for x in spec.split(","))):
         key, _, name = item.rpartition("=")
         if not key or name not in CLASS:
             raise ValueError(f"BLENDSERVE_KEY_PRIORITIES: {item!r} is not KEY=high|normal|low")
-        out[owner_of_key(key)] = CLASS[name]
+        out[ring.owner_of(key) or owner_of_key(key)] = CLASS[name]
+        if TENANT.fullmatch(key):
+            out[PREFIX + key] = CLASS[name]
     return out
 
 

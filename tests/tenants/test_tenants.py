@@ -139,3 +139,19 @@ def test_form_and_path_values_that_broke_the_api(api_at):
             raw.sendall("POST /v1/files HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ka\r\n"
                         "Content-Length: \u00b2\r\n\r\n".encode())
             assert raw.recv(4096).split(b" ", 2)[1] == b"400"
+
+
+def test_key_priorities_follow_the_tenant(monkeypatch):
+    """BLENDSERVE_KEY_PRIORITIES names a key (whose tenant's batches get the class) or a tenant by name."""
+    from core.config import get_settings
+    from core.owners import owner_of_key
+    from scheduler import priority
+
+    monkeypatch.setenv("BLENDSERVE_API_KEYS", "acme:sk-a1,acme:sk-a2,sk-solo")
+    get_settings.cache_clear()
+    try:
+        classes = priority.parse_key_priorities("sk-a1=high,sk-solo=low,beta=low")
+    finally:
+        get_settings.cache_clear()
+    assert classes["tenant:acme"] == priority.CLASS["high"]
+    assert classes[owner_of_key("sk-solo")] == priority.CLASS["low"] and classes["tenant:beta"] == priority.CLASS["low"]

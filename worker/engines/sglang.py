@@ -38,12 +38,27 @@ from pathlib import Path
 from typing import Any
 
 from core.config import SglangSettings
-from worker.engines.base import EngineStats, GenRequest, GenResult, device_profile
-from worker.engines.sglang_args import Refused, engine_args, sampling_params
+from worker.engines.base import EngineStats, GenRequest, GenResult, SamplingParams, TokenLogprob, device_profile
+from worker.engines.sglang_args import Refused, engine_args, logprob_kwargs, sampling_params
 from worker.engines.speculative import SpecConfig
 
 URGENT_POLL_S = 0.02     # how often the lane is asked for interactive requests while results are awaited
 CANCEL_SWEEP_S = 1.0     # without a cancel epoch: how often every request in flight is checked
+
+
+def _entries(meta: dict, start: int = 0) -> list[TokenLogprob] | None:
+    """SGLang's `output_token_logprobs` [(logprob, id, text)] and `output_top_logprobs` (one such list per
+    position) from position `start` on, as OpenAI's entries (a token's bytes are its text's UTF-8)."""
+    chosen = meta.get("output_token_logprobs")
+    if chosen is None:
+        return None
+    tops = meta.get("output_top_logprobs") or [[] for _ in chosen]
+
+    def entry(lp: float, text: str | None, top: tuple = ()) -> TokenLogprob:
+        return TokenLogprob(text or "", list((text or "").encode()), float(lp), top)
+
+    return [entry(lp, text, tuple(entry(tl, tt) for tl, _, tt in (top or ())))
+            for (lp, _, text), top in zip(chosen[start:], tops[start:])]
 
 
 def _scheduler_info(engine: Any) -> dict:
@@ -117,6 +132,7 @@ class SGLangEngine:
         count_cap = 2 * self._running_cap if self._running_cap else None
         stream, used, waiting = iter(requests), 0, None
         callbacks: dict[int, Callable[[list[int]], None]] = {}
+        flight_params: dict[int, SamplingParams] = {}    # urgent requests' params: what their tokens carry
         epoch, swept = None, time.monotonic()
         try:
             while True:
@@ -124,6 +140,7 @@ class SGLangEngine:
                     flight[request.key] = (self._submit(request, events), 0)
                     if request.on_tokens is not None:
                         callbacks[request.key] = request.on_tokens
+                        flight_params[request.key] = request.params
                 while True:
                     if waiting is None:
                         waiting = next(stream, None)
@@ -148,7 +165,12 @@ class SGLangEngine:
                         continue                        # cancelled meanwhile
                     if kind == "tokens":
                         if (cb := callbacks.get(key)) is not None:
-                            cb(value)
+                            choice, ids, entries = value
+                            p = flight_params[key]
+                            if p.n > 1 or p.logprobs is not None:
+                                cb(ids, choice=choice, logprobs=entries)
+                            else:
+                                cb(ids)
                         continue
                     used -= flight.pop(key)[1]
                     callbacks.pop(key, None)
@@ -184,30 +206,46 @@ class SGLangEngine:
         except Refused as e:
             return self._refused(r, str(e))
         streamed = r.on_tokens is not None
+        extra = logprob_kwargs(r.params)
         try:
             if streamed:
-                sent, out = 0, None
-                gen = await self.engine.async_generate(input_ids=r.input_ids, sampling_params=params, stream=True)
+                sent: dict[int, int] = {}
+                last: dict[int, dict] = {}
+                gen = await self.engine.async_generate(input_ids=r.input_ids, sampling_params=params, stream=True,
+                                                       **extra)
                 async for out in gen:
+                    i = int(out.get("index") or 0)
+                    last[i] = out
                     ids = out.get("output_ids") or []
-                    if len(ids) > sent:
-                        events.put(("tokens", r.key, list(ids[sent:])))
-                        sent = len(ids)
+                    if len(ids) > sent.get(i, 0):
+                        events.put(("tokens", r.key, (i, list(ids[sent.get(i, 0):]),
+                                                      _entries(out["meta_info"], sent.get(i, 0)))))
+                        sent[i] = len(ids)
+                outs = [last[i] for i in sorted(last)]
             else:
-                out = await self.engine.async_generate(input_ids=r.input_ids, sampling_params=params)
+                out = await self.engine.async_generate(input_ids=r.input_ids, sampling_params=params, **extra)
+                outs = out if isinstance(out, list) else [out]
         except ValueError as e:      # SGLang's own checks of one request (its sampling params, its length)
             return self._refused(r, f"SGLang refused the request: {e}")
-        meta = out["meta_info"]
-        finish = meta.get("finish_reason") or {}
-        if finish.get("type") == "abort":
-            # Our own cancels cancel the task and never read this; an abort SGLang chose itself is this
-            # request's failure alone.
-            return self._refused(r, f"SGLang aborted the request: {finish.get('message') or finish}")
-        res = GenResult(key=r.key, output_ids=list(out.get("output_ids") or []), text=out.get("text") or "",
-                        finish_reason="length" if finish.get("type") == "length" else "stop",
-                        prompt_tokens=meta["prompt_tokens"], cached_tokens=meta.get("cached_tokens", 0))
-        res.completion_tokens = meta["completion_tokens"]
-        return res
+        results = []
+        for out in outs:
+            meta = out["meta_info"]
+            finish = meta.get("finish_reason") or {}
+            if finish.get("type") == "abort":
+                # Our own cancels cancel the task and never read this; an abort SGLang chose itself is this
+                # request's failure alone.
+                return self._refused(r, f"SGLang aborted the request: {finish.get('message') or finish}")
+            res = GenResult(key=r.key, output_ids=list(out.get("output_ids") or []), text=out.get("text") or "",
+                            finish_reason="length" if finish.get("type") == "length" else "stop",
+                            prompt_tokens=meta["prompt_tokens"], cached_tokens=meta.get("cached_tokens", 0),
+                            logprobs=_entries(meta) if extra else None)
+            res.completion_tokens = meta["completion_tokens"]
+            results.append(res)
+        first, *rest = results
+        if rest:              # n choices: one result, usage summing them
+            first.choices = rest
+            first.completion_tokens += sum(c.completion_tokens for c in rest)
+        return first
 
     @staticmethod
     def _refused(r: GenRequest, message: str) -> GenResult:

@@ -8,6 +8,9 @@ Pure Python (no sglang import), so the rules are tested on any machine:
   with speculative decoding (and caps running requests at 48): then the engine reports no step budget.
 - `top_p: 0` (OpenAI: only the likeliest token) is `top_k: 1` for SGLang, which refuses a top_p of 0.
 - A `logit_bias` id outside SGLang's vocabulary is refused for that request alone (SGLang would raise).
+- Structured output is SGLang's `json_schema` (its grammar backend, xgrammar by default); n choices are its
+  `n` (parallel sampling: the prompt is prefilled once and forked); logprobs are `return_logprob` with
+  `top_logprobs_num` (`logprob_kwargs`).
 - `seed` is honoured only under SGLang's deterministic inference (`sampling_seed` is ignored otherwise):
   BLENDSERVE_SGLANG_DETERMINISTIC turns it on, at a throughput cost; off, a seed is accepted and, as
   OpenAI says of seeds, determinism is not guaranteed.
@@ -59,4 +62,16 @@ def sampling_params(p: SamplingParams, vocab_size: int, *, deterministic: bool =
         params["logit_bias"] = {str(t): b for t, b in p.logit_bias}
     if deterministic and p.seed is not None:
         params["sampling_seed"] = p.seed
+    if p.json_schema is not None:
+        params["json_schema"] = p.json_schema
+    if p.n > 1:
+        params["n"] = p.n
     return params
+
+
+def logprob_kwargs(p: SamplingParams) -> dict:
+    """`async_generate` arguments for logprobs of the output tokens (none of the prompt's) with their text."""
+    if p.logprobs is None:
+        return {}
+    return {"return_logprob": True, "logprob_start_len": -1, "top_logprobs_num": p.logprobs,
+            "return_text_in_logprobs": True}
