@@ -54,11 +54,6 @@ class _Clock:
         self._t, self._c = now, cpu
 
 
-TAIL_GUARD = True      # move the long-bound tail (below); False leaves the dual scan's order as is
-# How: "engine_clock" (engine_clock_tail, the default: on the 65-cell grid at 2048-token steps no cell
-# below 0.98x the best other order in either overlap mode, where "guard" had two; BENCHMARKS.md,
-# Planner) or "guard" (tail_guard: each request's position scaled by 1 - bound / fewest steps; kept for A/B runs)
-TAIL_PLACEMENT = "engine_clock"
 TAIL_SHARE = 0.1       # a request whose output bound is at least this share of the compute steps is the tail
 SHORT_SHARE = 1 / 8    # short_finish: a cap at most this share of the longest other cap is known short
 
@@ -68,12 +63,6 @@ def _clocks(fresh: np.ndarray, d: np.ndarray, model: perf.ModelProfile, capacity
     """Engine steps of compute (tokens / step budget) and of KV pool (KV reads / pool) that the requests need."""
     kv_reads = float(np.sum(fresh * d + d * d / 2.0)) if len(d) else 0.0
     return float(np.sum(fresh) + np.sum(d)) / step_tokens, kv_reads * model.kv_bytes_per_token / capacity
-
-
-def _fewest_steps(fresh: np.ndarray, d: np.ndarray, model: perf.ModelProfile, capacity: float,
-                  step_tokens: int) -> float:
-    """Engine steps any order needs: compute tokens / step budget, KV reads / pool, the longest output."""
-    return max(*_clocks(fresh, d, model, capacity, step_tokens), float(d.max(initial=0.0)), 1.0)
 
 
 def _tail_steps(fresh: np.ndarray, d: np.ndarray, step_tokens: int) -> float:
@@ -113,58 +102,22 @@ def _capacity(model: perf.ModelProfile, hw: perf.HardwareProfile, kv_capacity_by
 
 def engine_clock_tail(order: np.ndarray, fresh: np.ndarray, d: np.ndarray, longest: np.ndarray,
                       pool_tokens: float, step_tokens: int, run_steps: float, stretch: bool) -> np.ndarray:
-    """Place the requests that may decode for a large share of the run on the engine's clock.
+    """Place the tail (requests that may decode for TAIL_SHARE of the run or more) on the engine's clock.
 
-    Arrays are indexed by request id: fresh (prompt tokens the cache does
-    not hold), d (estimated output), longest (max(max_tokens, d)). The tail
-    is every request with longest >= TAIL_SHARE x run_steps (the run's
-    compute steps, _tail_steps): one that could lengthen it by a tenth. An estimate is no guarantee (no
-    token says a short prompt asks for a 16K-token video description), so
-    the tail is placed at its bounds. The engine admits in order and only
-    checks that a prompt fits now, so where a request lands in the order
-    is when it starts: its position must be read on the engine's clock,
-    which runs on two resources (BENCHMARKS.md, Planner):
+    The tail starts on its KV pool clock, longest bound first; the rest keeps the scan's order on its
+    compute clock, laid at the end of the tail's window or, with ``stretch``, over all of it
+    (docs/design.md §3.7).
 
-      * the tail's pool clock: tail request j (in the scan's relative
-        order) can start without overfilling the KV pool once the tail
-        before it has used its KV area, S_j = sum_{i<j} (p L + L^2/2) / pool
-        (steady staggered starts), less the area of the leading members
-        whose peaks (p + L) fit the empty pool together: those start at
-        once, and the stagger runs from there (without that credit, 20
-        video descriptions that fit the pool at once were spread over 40%
-        of a 20K-request run: BENCHMARKS.md, Planner); the tail ends at
-        T = max_j (S_j + L_j);
-      * the rest's compute clock: request i of the rest (in the scan's
-        order) starts after c = (fresh + d) / step budget steps of the
-        rest before it; they sum to R.
+    Args:
+        order: request ids in the dual scan's order.
+        fresh, d, longest: per request id - prompt tokens the cache does not hold, the estimated
+            output, and the bound max(max_tokens, d).
+        pool_tokens, step_tokens: the engine's KV pool and step budget, in tokens.
+        run_steps: the run's compute steps (``_tail_steps``).
+        stretch: lay the rest over the whole window (memory-bound estimates or a balanced engine).
 
-    The two streams are merged by their clocks. How the rest's clock is
-    laid against the tail's (`stretch`) depends on the engine and on what
-    the estimates say:
-
-      * compute-bound estimates (no long output seen in the warm-up
-        sample) on an engine that fills every step's token budget
-        (stretch False): R is a real compute clock, and the rest runs at compute
-        speed, so it is laid at the end, [T - R, T]: it ends with the
-        tail, the tail starts first (the pool fills at once; members that
-        do not fit wait at the queue head and start as the pool frees) and
-        the rest runs while the tail drains, never after it;
-      * memory-bound estimates (the pool clock is the longer), or an
-        engine whose steps take only the tokens that hide under their KV
-        reads (step fill `balanced`: the rest then runs at the pace the
-        tail's reads allow, so its clock is the tail's; BENCHMARKS.md,
-        Planner): the rest is stretched over the tail's whole window
-        [0, T] (stretch True), so each tail
-        request waits behind its share of the rest, the rest's prefills
-        ride in the steps whose pool the tail's decodes fill (the blend),
-        and the engine's walk through the rest is gated by the pool, not
-        left to run ahead.
-
-    The tail starts longest bound first (LPT, the classic rule for a short
-    makespan: a 20K-token bound must not wait behind 1K-token ones, which a
-    short run's compute steps can count as tail too), equal bounds in the
-    scan's order; the rest keeps its order (so prefix locality). No tail:
-    the order is returned as is.
+    Returns:
+        The same ids, merged by clock; ``order`` itself when there is no tail.
     """
     is_tail = longest[order] >= TAIL_SHARE * run_steps
     if len(order) < 2 or not is_tail.any():
@@ -186,27 +139,6 @@ def engine_clock_tail(order: np.ndarray, fresh: np.ndarray, d: np.ndarray, longe
         clock += max(end - total, 0.0)
     keys = np.concatenate([starts, clock])
     return np.concatenate([tail, rest])[np.argsort(keys, kind="stable")]
-
-
-def tail_guard(order: np.ndarray, longest: np.ndarray, steps: float) -> np.ndarray:
-    """Admit every request early enough that its longest possible output ends with the run.
-
-    A request that may decode L steps (its max_tokens), admitted at fraction
-    f of a run of T steps, ends by the run's end only if f <= 1 - L / T. An
-    estimate is no guarantee (no token says which dataset an unshared prompt
-    is from, so a 16K-token video description can hide among short chats
-    with the same estimate), and one long request admitted late decodes
-    alone at the end: a memory-bound tail no blend can fill. So each
-    request's position is scaled by (1 - L / T), clamped to [0, 1]: requests
-    with short bounds keep their place, those with long ones move forward,
-    keeping their relative order (and so their prefix locality).
-    """
-    n = len(order)
-    if n < 2:
-        return order
-    factor = np.clip(1.0 - longest[order] / steps, 0.0, 1.0)
-    key = np.arange(n, dtype=np.float64) * factor
-    return order[np.argsort(key, kind="stable")]
 
 
 def short_finish(order: np.ndarray, cap: np.ndarray, longest: np.ndarray, tokens: np.ndarray, tail_at: float,
@@ -269,16 +201,10 @@ def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, bou
     fresh_id[req] = fresh
     longest = np.maximum(bound.astype(np.float64), d)
     stats["tail_steps"] = _tail_steps(fresh, d[req], step_tokens * ranks)
-    if TAIL_GUARD:
-        compute_steps, pool_steps = _clocks(fresh, d[req], model, capacity, step_tokens)
-        steps = _fewest_steps(fresh, d[req], model, capacity, step_tokens)
-        stats["fewest_steps"] = steps
-        if TAIL_PLACEMENT == "engine_clock":
-            order = engine_clock_tail(order, fresh_id, d, longest, capacity / model.kv_bytes_per_token, step_tokens,
-                                      stats["tail_steps"], stretch=balanced or pool_steps > compute_steps)
-        else:
-            order = tail_guard(order, longest, steps)
-        clock.lap("tail_guard")
+    compute_steps, pool_steps = _clocks(fresh, d[req], model, capacity, step_tokens)
+    order = engine_clock_tail(order, fresh_id, d, longest, capacity / model.kv_bytes_per_token, step_tokens,
+                              stats["tail_steps"], stretch=balanced or pool_steps > compute_steps)
+    clock.lap("tail")
     order, finish = short_finish(order, cap, longest, fresh_id + d, TAIL_SHARE * stats["tail_steps"],
                                  perf.idle_step_tokens(model, hw) * ranks)
     stats["finish_requests"] = len(finish)

@@ -90,21 +90,6 @@ def test_empty_workload():
         assert pl.order.size == 0 and len(pl.rank_orders) == 2 and pl.sharing_ratio == 0.0
 
 
-def test_tail_guard_moves_only_long_bounded_requests_forward_in_their_order():
-    from scheduler.planner.plan import tail_guard
-
-    order = np.arange(10)[::-1].copy()                 # 9, 8, ..., 0
-    longest = np.full(10, 1.0)
-    longest[[1, 0]] = 80.0                             # requests 1 and 0 (last two in order) may run 80 of 100 steps
-    out = tail_guard(order, longest, steps=100.0)
-    assert sorted(out.tolist()) == list(range(10))
-    pos = {r: i for i, r in enumerate(out.tolist())}
-    assert (pos[1], pos[0]) == (2, 3)        # keys 8 x 0.2 and 9 x 0.2: among the first ~20%, order kept
-    rest = [r for r in out.tolist() if r not in (0, 1)]
-    assert rest == list(range(9, 1, -1))                               # the others keep their relative order
-    assert tail_guard(order, np.full(10, 1.0), 1e9).tolist() == order.tolist()   # short bounds: unchanged
-
-
 def test_on_a_balanced_engine_the_rest_is_stretched_over_the_tail_even_when_estimates_read_compute_bound():
     """Estimates that read compute-bound put the whole tail first on a budget-filled engine, where the rest
     runs at compute speed while the tail drains. An engine whose steps take only what hides under their KV

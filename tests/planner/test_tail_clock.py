@@ -2,6 +2,7 @@
 import sys
 
 import numpy as np
+import pytest
 
 from scheduler.planner import HARDWARE, MODELS, plan
 from scheduler.planner.plan import engine_clock_tail
@@ -92,15 +93,10 @@ def test_a_tail_the_estimates_miss_does_not_decode_alone_at_the_end():
     truth = Workload.from_lists(prompts, mx, true)
     cfg = EngineConfig(step_tokens=512, max_running=512, kv_capacity_tokens=60_000)
     kv = cfg.capacity(model, hw) * model.kv_bytes_per_token
-    pm = sys.modules["scheduler.planner.plan"]
-    before = pm.TAIL_PLACEMENT
-    try:
-        pm.TAIL_PLACEMENT = "engine_clock"
-        placed = plan(estimate, model, hw, kv_capacity_bytes=kv, step_tokens=512).order
-        pm.TAIL_GUARD = False
+    placed = plan(estimate, model, hw, kv_capacity_bytes=kv, step_tokens=512).order
+    with pytest.MonkeyPatch.context() as mp:          # the scan's own order: no tail placement
+        mp.setattr(sys.modules["scheduler.planner.plan"], "engine_clock_tail", lambda order, *a, **k: order)
         unplaced = plan(estimate, model, hw, kv_capacity_bytes=kv, step_tokens=512).order
-    finally:
-        pm.TAIL_GUARD, pm.TAIL_PLACEMENT = True, before
     long_pos = np.flatnonzero(true[placed] > 1000)
     assert long_pos.max() < n_long                       # compute-bound estimates: the whole tail first
     is_long = true[unplaced] > 1000
