@@ -103,7 +103,8 @@ def check_sampling(body: dict, endpoint: str = "/v1/chat/completions") -> None:
     if stop is not None:
         stops = [stop] if isinstance(stop, str) else stop
         if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops) or len(stops) > 4:
-            raise BodyError("invalid_value", "'stop' must be a non-empty string or a list of at most 4 of them.", "stop")
+            raise BodyError("invalid_value", "'stop' must be a non-empty string or a list of at most 4 of them.",
+                            "stop")
 
 
 def check_logprobs(body: dict, endpoint: str) -> None:

@@ -57,7 +57,8 @@ class CpuEngineSettings(BaseSettings):
 
 class SpeculativeSettings(BaseSettings):
     """N-gram speculative decoding, one switch for every engine (worker/engines/speculative.py)."""
-    model_config = SettingsConfigDict(env_prefix="BLENDSERVE_SPEC_", extra="ignore", env_ignore_empty=True, populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix="BLENDSERVE_SPEC_", extra="ignore", env_ignore_empty=True,
+                                      populate_by_name=True)
 
     # BLENDSERVE_SPECULATIVE: ngram | off; unset: each engine's default (ngram on the CPU engine, off elsewhere).
     method: Literal["ngram", "off"] | None = Field(None, validation_alias="BLENDSERVE_SPECULATIVE")

@@ -144,7 +144,8 @@ class Worker(Base):
     # The planner's hardware profile (scheduler.planner.perf.HARDWARE) of its device; None: unknown (migration 0011)
     hardware: Mapped[str | None] = mapped_column(String(32))
     interactive_url: Mapped[str | None] = mapped_column(String(256))   # its interactive endpoint; None: none
-    interactive_share: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")  # of its tokens, last minute
+    # Of its tokens, the last minute.
+    interactive_share: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     host: Mapped[str] = mapped_column(String(256))
     pid: Mapped[int] = mapped_column(Integer)
     started_at: Mapped[float] = mapped_column(Float)

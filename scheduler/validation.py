@@ -77,7 +77,8 @@ def _slow_loads(raw: bytes) -> Any:
     try:
         json.dumps(obj, ensure_ascii=False).encode()
     except UnicodeEncodeError:
-        raise BodyError("invalid_value", "The line holds an unpaired UTF-16 surrogate escape (\\ud800-\\udfff).") from None
+        raise BodyError("invalid_value",
+                        "The line holds an unpaired UTF-16 surrogate escape (\\ud800-\\udfff).") from None
     return obj
 
 
@@ -94,11 +95,13 @@ def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelI
             raise BodyError("missing_required_parameter", f"Missing required parameter: '{key}'.", key)
     cid = obj["custom_id"]
     if not isinstance(cid, str) or not cid or len(cid) > 512:
-        raise BodyError("invalid_value", "'custom_id' must be a non-empty string of at most 512 characters.", "custom_id")
+        raise BodyError("invalid_value", "'custom_id' must be a non-empty string of at most 512 characters.",
+                        "custom_id")
     if "\x00" in cid:      # PostgreSQL text cannot hold NUL; OpenAI's ids never need one
         raise BodyError("invalid_value", "'custom_id' must not contain a NUL character (\\u0000).", "custom_id")
     if cid in seen:
-        raise BodyError("duplicate_custom_id", f"The custom_id '{cid}' appears more than once in the file.", "custom_id")
+        raise BodyError("duplicate_custom_id", f"The custom_id '{cid}' appears more than once in the file.",
+                        "custom_id")
     seen.add(cid)
     if obj["method"] != "POST":
         raise BodyError("invalid_method", f"'method' must be 'POST', got {obj['method']!r}.", "method")
@@ -140,7 +143,8 @@ def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelI
             try:
                 skeletons[roles] = len(info.render_chat([{"role": r, "content": "x"} for r in roles]).encode())
             except Exception as e:      # templates may refuse some orders of roles (no alternation, ...)
-                raise BodyError("invalid_value", f"The model's chat template refuses these messages: {e}", "messages") from e
+                raise BodyError("invalid_value", f"The model's chat template refuses these messages: {e}",
+                                "messages") from e
         bound = skeletons[roles] + sum(map(utf8_len, (m["content"] for m in messages))) + SPECIAL_MARGIN
         return ValidRequest(lineno, cid, body, model, mt, bound=bound)
     prompt = body.get("prompt")
@@ -153,8 +157,8 @@ def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelI
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0
                                                    for t in prompt):
         return ValidRequest(lineno, cid, body, model, mt, prompt_ids=list(prompt))
-    raise BodyError("invalid_value", "'prompt' must be a non-empty string or an array of token ids (one prompt per line).",
-               "prompt")
+    raise BodyError("invalid_value",
+                    "'prompt' must be a non-empty string or an array of token ids (one prompt per line).", "prompt")
 
 
 def _embeddings_line(body: dict, lineno: int, cid: str, model: str, info: ModelInfo) -> ValidRequest:

@@ -73,7 +73,8 @@ def test_errors_are_openai_shaped(lane) -> None:
     assert e.value.body["code"] == "model_not_found"
     with pytest.raises(openai.AuthenticationError):
         lane.client("wrong-key").chat.completions.create(model=TINY, messages=HELLO)
-    r = httpx.post(f"{lane.base_url}/chat/completions", content=b"{not json", headers={"authorization": f"Bearer {KEY}"})
+    r = httpx.post(f"{lane.base_url}/chat/completions", content=b"{not json",
+                   headers={"authorization": f"Bearer {KEY}"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
 
 
@@ -84,7 +85,8 @@ def test_interactive_requests_are_answered_ahead_of_a_running_batch(lane) -> Non
     f = c.files.create(file=("big.jsonl", jsonl(chat_lines(400, TINY, max_tokens=48))), purpose="batch")
     b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
     t0 = time.time()
-    started = wait_batch(c, b.id, until=lambda x: x.request_counts.completed >= 8 or x.status != "in_progress" and x.status != "validating")
+    started = wait_batch(c, b.id, until=lambda x: x.request_counts.completed >= 8
+                         or x.status not in ("in_progress", "validating"))
     assert started.status == "in_progress", started.errors
     latencies = []
     for _ in range(5):

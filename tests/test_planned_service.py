@@ -215,8 +215,8 @@ def test_a_cap_the_history_shows_to_be_loose_is_no_tail_bound():
 def test_a_heavy_tail_behind_a_prefix_is_planned_as_the_memory_it_holds():
     """The blend plans on effective lengths: behind A the mean (208 tokens) would make A the compute-dense band
     and B (400) the memory-dense one, while A's expected KV reads per request are ~7x B's. The dual scan's
-    compute-dense cursor admits first (a block of its band), so the plan must open with B. The round's estimate keeps the
-    mean for decode tokens (linear in d) and the expected KV reads for memory (quadratic in d)."""
+    compute-dense cursor admits first (a block of its band), so the plan must open with B. The round's estimate
+    keeps the mean for decode tokens (linear in d) and the expected KV reads for memory (quadratic in d)."""
     model = MODELS["llama-3.1-8b"]
     policy = BlendServe({}, hardware="a100-80gb")
     policy.profiles[model.name] = model

@@ -13,7 +13,8 @@ from core.bodies import model_info
 from core.modelstore import load_tokenizer
 from core.segments import SegmentEncoder
 
-TEXTS = ["plain words here", "日本語のテキストと中文", "emoji 🤖🎉👩‍👩‍👧", "e\u0301\u0301 combining", "   \t\n\n  spaces",
+TEXTS = ["plain words here", "日本語のテキストと中文", "emoji 🤖🎉👩‍👩‍👧", "e\u0301\u0301 combining",
+         "   \t\n\n  spaces",
          "<|im_start|>user\nfake<|im_end|>", "<|im_end|><|im_start|>", "\u2028\u0085\x00 odd", "x" * 900, ""]
 
 

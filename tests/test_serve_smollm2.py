@@ -39,7 +39,8 @@ def test_serve_answers_with_smollm2(tmp_path, smollm2_models):
         assert [m.id for m in client.models.list()] == [SMOLLM2, MINILM]    # the embedding model beside it
         rows = [{"custom_id": "paris", "method": "POST", "url": "/v1/chat/completions",
                  "body": {"model": SMOLLM2, "temperature": 0, "max_tokens": 24,
-                          "messages": [{"role": "user", "content": "Complete the sentence: The capital of France is"}]}}]
+                          "messages": [{"role": "user",
+                                        "content": "Complete the sentence: The capital of France is"}]}}]
         b = run_batch(client, rows)
         assert b.status == "completed", b.errors
         answer = read_lines(client, b.output_file_id)[0]["response"]["body"]["choices"][0]["message"]["content"]

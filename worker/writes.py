@@ -186,8 +186,9 @@ def _unstorable(row: dict[str, Any], e: exc.DataError) -> dict[str, Any]:
     """A failed result in place of one the database refused."""
     cause = e.orig if e.orig is not None else e
     return {"b_id": row["b_id"], "b_status": "failed", "b_response": None, "b_out": 0, "b_cached": 0,
-            "b_error": {"code": "server_error", "message": f"The result could not be stored: "
-                                                          f"{type(cause).__name__}: {str(cause).splitlines()[0][:200]}"}}
+            "b_error": {"code": "server_error",
+                        "message": f"The result could not be stored: "
+                                   f"{type(cause).__name__}: {str(cause).splitlines()[0][:200]}"}}
 
 
 _WRITERS: dict[int, ResultWriter] = {}

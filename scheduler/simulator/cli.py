@@ -144,7 +144,8 @@ def _table(run: WorkloadRun) -> str:
         lines.append(f"  {name:<11}{fmt(p['tokens_per_s'], ',.0f'):>12}{fmt(p['fraction_of_optimal'], '.1%'):>9}"
                      f"{fmt(p['fraction_of_engine_bound'], '.1%'):>9}"
                      f"{fmt(p['sharing_ratio'], '.3f'):>9}{fmt(p['sharing_vs_dfs'], '.3f'):>8}"
-                     f"{fmt(p['plan_seconds'], '.2f'):>8}" + (f"  ({p['dfs_direction']})" if 'dfs_direction' in p else ""))
+                     f"{fmt(p['plan_seconds'], '.2f'):>8}"
+                     + (f"  ({p['dfs_direction']})" if 'dfs_direction' in p else ""))
     return "\n".join(lines)
 
 

@@ -207,7 +207,8 @@ def _solve_counts(streams: list[_Stream], n: int, rho: float, sharing: float,
         new = np.linalg.solve(a, [0.0, 0.0, float(n)])
         if np.any(new < -0.5):
             raise ValueError(f"rho={rho}, sharing={sharing} cannot be reached by mixing {n} requests of "
-                             f"{', '.join(s.kind.name for s in streams)} (unreachable targets, or too few requests: mixes need a few thousand)")
+                             f"{', '.join(s.kind.name for s in streams)} (unreachable targets, or too few "
+                             "requests: mixes need a few thousand)")
         if np.allclose(new, counts, atol=0.5):
             break
         counts = new

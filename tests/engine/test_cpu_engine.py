@@ -67,7 +67,8 @@ def test_greedy_matches_transformers_generate(tiny_model: Path) -> None:
 def test_steps_mix_prefill_chunks_and_decodes_within_the_budget(tiny_model: Path) -> None:
     e = engine(tiny_model, max_running=8, step_tokens=8)
     e.step_log = []
-    requests = [GenRequest(i, p, SamplingParams(max_tokens=8 + 3 * i, temperature=0.0)) for i, p in enumerate(prompts(7))]
+    requests = [GenRequest(i, p, SamplingParams(max_tokens=8 + 3 * i, temperature=0.0))
+                for i, p in enumerate(prompts(7))]
     together = run(e, requests)
     assert all(s.prefill_tokens + s.decode_tokens <= 8 for s in e.step_log)
     assert any(s.prefill_tokens and s.decode_tokens for s in e.step_log)   # one pass carried both
@@ -117,7 +118,8 @@ def test_stop_string_is_cut(tiny_engine: CpuEngine) -> None:
     prompt = prompts(1)[0]
     full = run(tiny_engine, [GenRequest(0, prompt, GREEDY)])[0].text
     stop = full[len(full) // 2 : len(full) // 2 + 2]
-    cut = run(tiny_engine, [GenRequest(1, prompt, SamplingParams(max_tokens=12, temperature=0.0, stop=("zzz", stop)))])[1]
+    params = SamplingParams(max_tokens=12, temperature=0.0, stop=("zzz", stop))
+    cut = run(tiny_engine, [GenRequest(1, prompt, params)])[1]
     assert cut.finish_reason == "stop"
     assert cut.text == full[: full.index(stop)]
     assert stop not in cut.text
@@ -134,7 +136,8 @@ def test_seed_is_reproducible_regardless_of_batch(tiny_model: Path) -> None:
     sampled = SamplingParams(max_tokens=16, temperature=1.0, seed=1234)
     target = GenRequest(0, prompts(1)[0], sampled)
     lone = run(engine(tiny_model, max_running=1), [target])[0].output_ids
-    mates = [GenRequest(i, p, SamplingParams(max_tokens=5 + i, temperature=1.0)) for i, p in enumerate(prompts(5, 99), 1)]
+    mates = [GenRequest(i, p, SamplingParams(max_tokens=5 + i, temperature=1.0))
+             for i, p in enumerate(prompts(5, 99), 1)]
     batched = run(engine(tiny_model, step_tokens=6), [mates[0], target, *mates[1:]])[0].output_ids
     assert batched == lone
     other = GenRequest(9, target.input_ids, SamplingParams(max_tokens=16, temperature=1.0, seed=4321))
@@ -194,7 +197,8 @@ def test_concurrent_sequences_share_prefix_blocks(tiny_model: Path) -> None:
     e = engine(tiny_model, max_running=8)
     run(e, [GenRequest(0, prefix + [40], SamplingParams(max_tokens=1, temperature=0.0))])
     tables = []
-    requests = [GenRequest(i, prefix + [50 + i, 60 + i], SamplingParams(max_tokens=6, temperature=0.0)) for i in range(1, 5)]
+    requests = [GenRequest(i, prefix + [50 + i, 60 + i], SamplingParams(max_tokens=6, temperature=0.0))
+                for i in range(1, 5)]
     stream = e.generate(requests)
     first = next(stream)
     used = e.num_blocks - e.blocks.free_blocks

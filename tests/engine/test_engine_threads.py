@@ -17,7 +17,8 @@ before = threads()
 engine = CpuEngine(Path(sys.argv[1]), "tiny", threads=2, block_size=4, kv_capacity_tokens=4096)
 after_load = threads()
 out = []
-t = threading.Thread(target=lambda: out.extend(engine.generate([GenRequest(1, [5, 6, 7], SamplingParams(max_tokens=4))])))
+t = threading.Thread(
+        target=lambda: out.extend(engine.generate([GenRequest(1, [5, 6, 7], SamplingParams(max_tokens=4))])))
 t.start(); t.join()
 print(after_load - before, len(out))
 """

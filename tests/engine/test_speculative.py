@@ -193,7 +193,8 @@ def test_stops_cut_inside_an_accepted_run(tiny_model: Path) -> None:
             s = engine(tiny_model, NGRAM)
             with_oracle(s, {1: full.output_ids})
             spec = run(s, [request])[1]
-            assert (spec.output_ids, spec.text, spec.finish_reason) == (plain.output_ids, plain.text, plain.finish_reason)
+            assert (spec.output_ids, spec.text, spec.finish_reason) == \
+                (plain.output_ids, plain.text, plain.finish_reason)
             assert len(plain.output_ids) <= cut + 1
         eos = engine(tiny_model, NGRAM)
         eos.eos = {full.output_ids[cut]}

@@ -165,7 +165,8 @@ class PagedAttention:
             tables[i, : len(t)] = torch.tensor(t)
         B, Q = len(chunks), max(c.n for c in chunks)
         n = torch.tensor([c.n for c in chunks]).unsqueeze(1)
-        offset = torch.minimum(torch.arange(Q).unsqueeze(0), n - 1)               # [B, Q]: a short chunk repeats its last
+        # [B, Q]: a short chunk repeats its last
+        offset = torch.minimum(torch.arange(Q).unsqueeze(0), n - 1)
         last = torch.tensor([c.start for c in chunks]).unsqueeze(1) + offset      # the last position each query sees
         padding = torch.arange(blocks * bs).view(1, 1, -1) > last.unsqueeze(2)
         bias = torch.zeros(padding.shape).masked_fill_(padding, float("-inf")).view(1, B, Q, 1, -1)
