@@ -17,8 +17,8 @@ vLLM itself reads ``VLLM_CPU_KVCACHE_SPACE`` (GiB of KV cache on CPU). On CPU
 the process must start with ``LD_PRELOAD=<venv>/lib/libiomp5.so``
 (scripts/setup_vllm.sh sets it). vLLM runs its engine core in a spawned
 process, as its own run_batch does (with the core in this process,
-VLLM_ENABLE_V1_MULTIPROCESSING=0, the benchmark ran markedly slower; see
-benchmarks/results/vllm.md). Spawning re-imports the entry point's main
+VLLM_ENABLE_V1_MULTIPROCESSING=0, the benchmark ran markedly slower).
+Spawning re-imports the entry point's main
 module unless it is a package's ``__main__`` (``python -m blendserve``,
 ``python -m pytest``), so a script that starts this engine needs a
 ``__main__`` guard.

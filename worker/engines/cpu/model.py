@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
-# Measured on the 2-core build machines (benchmarks/results/engine*.md): on a
+# Measured on the 2-core build machines (BENCHMARKS.md, CPU engine): on a
 # CPU with AVX512-BF16, bfloat16 weights run prefill about 3x and decode about
 # 2x faster than float32; on one with AVX2 only (an EPYC), torch emulates
 # bfloat16 and the engine runs 1.6x slower than in float32.
