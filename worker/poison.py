@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sqlalchemy import update
 
 from core.models import Request
 from worker.engines.base import GenRequest
-
-if TYPE_CHECKING:
-    from worker.service import WorkerService
 
 log = logging.getLogger("blendserve.worker")
 
@@ -35,9 +31,10 @@ class Suspect:
 
 
 class PoisonRequests:
-    """WorkerService's methods for failed streams and the suspects they leave (a mixin: they share its state)."""
+    """WorkerService's methods for failed streams and the suspects they leave (a mixin: they use its engine,
+    sessions, held chunks, writer and result path)."""
 
-    def _after_stream_failure(self: WorkerService) -> None:
+    def _after_stream_failure(self) -> None:
         """Count an attempt for every request the failed stream was running; hand every held chunk back.
         Interactive calls in flight fail (their callers get a 503 and may retry)."""
         if self.interactive is not None:
@@ -53,13 +50,13 @@ class PoisonRequests:
             log.exception("could not count the failed attempts; the chunks' leases will lapse")
         self._give_back_all()
 
-    def _run_suspects(self: WorkerService) -> bool:
+    def _run_suspects(self) -> bool:
         ran = bool(self.suspects)
         while self.suspects and not self.stop.is_set():
             self._run_alone(self.suspects.pop(0))
         return ran
 
-    def _run_alone(self: WorkerService, job: Suspect) -> None:
+    def _run_alone(self, job: Suspect) -> None:
         key, error = job.request.key, "it ended the engine's stream without a result"
         while (held := self.held.get(job.cid)) and not held.lost and not self.stop.is_set() \
                 and job.batch_id in self.live:
@@ -87,7 +84,7 @@ class PoisonRequests:
                 held.outstanding -= 1
                 self._maybe_release(job.cid)
 
-    def _set_attempts(self: WorkerService, key: int, attempts: int) -> None:
+    def _set_attempts(self, key: int, attempts: int) -> None:
         with self.sessions.begin() as s:
             s.execute(update(Request).where(Request.id == key, Request.status == "planned")
                       .values(attempts=attempts))
