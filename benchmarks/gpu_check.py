@@ -6,8 +6,8 @@ service, `--engine sglang`, mixed chunked prefill on), and for SGLang's own
 but `schedule_policy="lpm"`, so the four differ only in order. SGLang sorts
 by prefix only while at most 128 requests wait (more, and `lpm` falls back to
 FCFS: WAITING_QUEUE_PREFIX_MATCH_MAX in its schedule_policy.py), so the `lpm`
-run submits in windows: never more than LPM_WINDOW requests waiting in SGLang
-or on their way to it. Needs an NVIDIA GPU and sglang (scripts/gpu_check.sh
+run submits in windows: at most LPM_WINDOW requests waiting in SGLang or on
+their way to it, as its load snapshot shows them. Needs an NVIDIA GPU and sglang (scripts/gpu_check.sh
 installs it).
 
     python -m benchmarks.gpu_check --requests 450
@@ -25,7 +25,10 @@ from benchmarks.prefix_mix import workload
 from core.config import SMOLLM2, Settings, get_settings
 from core.served import model_paths
 
-LPM_WINDOW = 128      # SGLang's lpm sorts the waiting queue only while it holds at most this many
+LPM_QUEUE_MAX = 128   # SGLang's lpm sorts the waiting queue only while it holds at most this many
+# What the lpm run aims at: below SGLang's limit by a margin for its load snapshot's lag (published every
+# few forward passes, so requests that just finished or just arrived are counted a moment late).
+LPM_WINDOW = 112
 POLL_S = 0.02
 
 

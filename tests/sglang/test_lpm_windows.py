@@ -2,7 +2,7 @@
 (SGLang falls back to FCFS past 128 waiting)."""
 from __future__ import annotations
 
-from benchmarks.gpu_check import LPM_WINDOW, submit_in_windows, table
+from benchmarks.gpu_check import LPM_QUEUE_MAX, LPM_WINDOW, submit_in_windows, table
 from tests.sglang.fake_engine import FakeEngine
 
 
@@ -14,8 +14,9 @@ def test_at_most_a_window_waits_and_every_request_finishes() -> None:
         outs = engine.loop.run_until_complete(submit_in_windows(engine, ids, params, window=6, poll_s=0.005))
         assert len(outs) == 60
         assert [o["meta_info"]["completion_tokens"] for o in outs] == [p["max_new_tokens"] for p in params]
-        assert 0 < engine.most_waiting <= 6
-        assert LPM_WINDOW == 128
+        # all at once, 56 would wait; a snapshot a step late may let one or two more in than aimed at
+        assert 0 < engine.most_waiting <= 6 + 2
+        assert LPM_WINDOW + 16 <= LPM_QUEUE_MAX
     finally:
         engine.shutdown()
 
