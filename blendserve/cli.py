@@ -1,8 +1,9 @@
 """`blendserve`: run the whole service, or one role of it, or the planner simulator.
 
-`serve` is the embedded default: it prepares the database and the model once,
-then runs the API, the scheduler and one CPU worker as three supervised child
-processes sharing one data dir (a role that dies is restarted).
+`serve` is the embedded default: it prepares the database and the models once,
+then runs the API, the scheduler and a CPU worker per served model (SmolLM2, and
+all-MiniLM-L6-v2 for /v1/embeddings) as supervised child processes sharing one
+data dir (a role that dies is restarted).
 
 SIGTERM or SIGINT stops every role cleanly (the worker hands its unfinished
 work back, the scheduler releases its lease); a role still running after
@@ -253,7 +254,7 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="blendserve", description=__doc__.split("\n")[0])
     parser.add_argument("--log-level", default="INFO")
     sub = parser.add_subparsers(dest="cmd", required=True)
-    for name, fn, helptext in (("serve", cmd_serve, "API + scheduler + one CPU worker (embedded default)"),
+    for name, fn, helptext in (("serve", cmd_serve, "API + scheduler + a CPU worker per model (embedded default)"),
                                ("api", cmd_api, "the HTTP API alone"),
                                ("scheduler", cmd_scheduler, "the scheduler alone"),
                                ("worker", cmd_worker, "one worker (one GPU or CPU engine)")):
