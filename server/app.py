@@ -14,7 +14,7 @@ from core.owners import adopt
 from core.served import model_names
 from core.storage import FileStore
 from server import errors
-from server.auth import FrontDoor
+from server.auth import FrontDoor, redact_access_log
 from server.deps import AppState, clean_params
 from server.fastpath import StatusFastPath
 from server.lanes import Lanes
@@ -40,6 +40,7 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
             adopt(s, app.state.blend.keyring)     # rows of a plain key now listed under a tenant move to it
     app.state.blend.store.sweep_temp()     # uploads cut off by a crash; live ones keep their mtime fresh
     errors.install(app)
+    redact_access_log()
     for r in (files.router, batches.router, models.router, completions.router, embeddings.router,
               responses.router):
         app.include_router(r, dependencies=[Depends(clean_params)])

@@ -19,6 +19,7 @@ scope["state"]["owner"] for the routes (server/deps.py).
 from __future__ import annotations
 
 import hmac
+import logging
 import re
 from http.cookies import CookieError, SimpleCookie
 
@@ -189,3 +190,22 @@ def _counted(receive: Receive, limit: int) -> Receive:
         return msg
 
     return counted
+
+
+_SECRET_PARAM = re.compile(r"([?&](?:key|api_key|api-key|token|access_token|secret)=)[^&\s]*", re.IGNORECASE)
+
+
+class RedactSecrets(logging.Filter):
+    """Access-log lines carry the request's query string: a key put in a URL (an old bookmark of
+    `/dashboard?key=...`, a misconfigured client) is logged as `key=***`. Nothing here reads keys from URLs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(a, str) and "=" in a for a in record.args):
+            record.args = tuple(_SECRET_PARAM.sub(r"\1***", a) if isinstance(a, str) else a for a in record.args)
+        return True
+
+
+def redact_access_log() -> None:
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, RedactSecrets) for f in access.filters):
+        access.addFilter(RedactSecrets())

@@ -175,6 +175,10 @@ def test_hostile_input_and_other_tenants_ids(api):
                                                    "output_expires_after": {"anchor": "created_at", "seconds": v}})
             call("POST", "/v1/chat/completions", key, content=json.dumps({"model": v, "messages": []}).encode())
             call("POST", "/dashboard/login", None, data={"key": v})
+        # A key in a URL (an old bookmark) opens nothing, and the access log shows it as key=***.
+        for name in ("key", "api_key", "token"):
+            assert call("GET", f"/dashboard?{name}={KEYS['ka2']}", None).status_code == 401
+            call("GET", f"/v1/files?limit=2&{name}={KEYS['ka2']}", None)
         # The other doors: probes open, metrics behind their token, the dashboard's form and session.
         assert call("GET", "/health", None).status_code == 200
         assert call("GET", "/metrics", None).status_code == 401
@@ -197,5 +201,6 @@ def test_hostile_input_and_other_tenants_ids(api):
     time.sleep(0.5)
     log = api.log("api", tail=None)
     assert "Uvicorn running" in log and "GET /v1/files" in log        # the access log was on
+    assert "/dashboard?key=***" in log
     for k in (*KEYS.values(), *(w for w in WRONG if len(w) > 8)):
         assert k not in log, f"a key is in the API's log: {k[:6]}..."
