@@ -162,3 +162,13 @@ def test_speculation_reports_no_mixed_step_and_caps_in_flight() -> None:
     finally:
         mixed.close()
         spec.close()
+
+
+def test_requests_longer_than_a_poll() -> None:
+    """The worker's thread wakes every URGENT_POLL_S with nothing finished, many times over, and goes on."""
+    e = make()
+    try:
+        out = run(e, [GenRequest(1, [1], SamplingParams(max_tokens=150))], urgent=lambda: [])
+        assert out[1].completion_tokens == 150
+    finally:
+        e.close()

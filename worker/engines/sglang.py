@@ -154,8 +154,9 @@ class SGLangEngine:
                     waiting = None
                 if not flight:
                     return
+                got = []
                 try:
-                    got = [events.get(timeout=URGENT_POLL_S if urgent is not None else CANCEL_SWEEP_S)]
+                    got.append(events.get(timeout=URGENT_POLL_S if urgent is not None else CANCEL_SWEEP_S))
                     while True:
                         got.append(events.get_nowait())
                 except queue.Empty:
