@@ -83,7 +83,9 @@ def load(file: Path, endpoint: str, name: str, path: Path):
         return None, [], errors
     lens = np.array([len(r.prompt_ids) for r in valid], dtype=np.int64)
     return Workload(np.concatenate([np.asarray(r.prompt_ids, dtype=np.int32) for r in valid]),
-                    np.concatenate([[0], np.cumsum(lens)]), np.array([r.max_tokens for r in valid])), \
+                    np.concatenate([[0], np.cumsum(lens)]),
+                    # n choices: n times the output of one (as completion_tokens and the service's planner count)
+                    np.array([r.max_tokens * (r.body.get("n") or 1) for r in valid])), \
         [r.body for r in valid], []
 
 
@@ -99,8 +101,9 @@ def sampled_lengths(w, bodies: list[dict], model_path: Path, name: str, count: i
     sample = warmup_sample(w, min(1.0, count / w.n), seed=seed, tree=tree)
     engine = CpuEngine(model_path, name)
     requests = [GenRequest(int(i), w.tokens[w.offsets[i]:w.offsets[i + 1]].tolist(),
-                           sampling_params(bodies[i], int(w.max_tokens[i]))) for i in sample]
-    got = {r.key: len(r.output_ids) for r in engine.generate(requests)}
+                           sampling_params(bodies[i], int(w.max_tokens[i]) // (bodies[i].get("n") or 1)))
+                for i in sample]
+    got = {r.key: r.completion_tokens for r in engine.generate(requests)}
     observed = np.array([got[int(i)] for i in sample], dtype=np.float64)
     return estimate_output_lengths(w, sample, observed, float(observed.mean()), tree=tree)
 
