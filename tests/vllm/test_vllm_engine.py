@@ -100,6 +100,31 @@ def test_cancelled_request_is_dropped(engine: VllmEngine, smollm2_checkpoint: Pa
     assert again[200].completion_tokens == 5
 
 
+def test_cancel_checks_wait_for_the_cancel_epoch(engine: VllmEngine, smollm2_checkpoint: Path) -> None:
+    """While the worker's cancel epoch stands still, no step asks about any request; once it moves, the
+    cancelled request is dropped at the next step."""
+    ids = chat_ids(smollm2_checkpoint, "Write a very long story about a dragon.")
+    long = GenRequest(300, ids, SamplingParams(max_tokens=300, temperature=0.0))
+    short = GenRequest(301, ids, SamplingParams(max_tokens=6, temperature=0.0))
+    asked: list[int] = []
+    gone: set[int] = set()
+    epoch = [0]
+
+    def cancelled(key: int) -> bool:
+        asked.append(key)
+        return key in gone
+
+    results, asked_before = [], None
+    for res in engine.generate([long, short], cancelled=cancelled, cancel_epoch=lambda: epoch[0]):
+        results.append(res.key)
+        asked_before = list(asked)
+        gone.add(300)               # cancelled, but the engine learns it only through the epoch
+        epoch[0] += 1
+    assert results == [301]
+    assert sorted(asked_before) == [300, 301]       # the first pass only, over several steps
+    assert asked[len(asked_before):] == [300]
+
+
 def test_step_budget_is_max_num_batched_tokens(engine: VllmEngine) -> None:
     assert engine.step_token_budget() == OPTIONS.max_num_batched_tokens
 

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.config import SpeculativeSettings, VllmSettings
-from worker.engines.base import EngineStats, GenRequest, GenResult, device_profile
+from worker.engines.base import EngineStats, GenRequest, GenResult, TokenLogprob, device_profile
+from worker.engines.logprobs import TokenNames
 from worker.engines.speculative import SpecConfig
 
 
@@ -77,7 +78,10 @@ class VllmOptions:
         args = dict(model=str(model_path), served_model_name=[model_name], dtype=self.dtype or default_dtype(),
                     enable_prefix_caching=True, scheduling_policy="fcfs", block_size=self.block_size,
                     max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
-                    enforce_eager=self.enforce_eager, seed=0)
+                    enforce_eager=self.enforce_eager, seed=0,
+                    # logprobs of the distribution sampled from (after temperature and penalties), as OpenAI
+                    # reports them; vLLM's default is the raw logits'.
+                    logprobs_mode="processed_logprobs")
         if self.num_blocks:
             args["num_gpu_blocks_override"] = self.num_blocks
         if self.speculative.on:
@@ -98,6 +102,8 @@ class VllmEngine:
         cache = self._engine.vllm_config.cache_config
         self._capacity = int(cache.num_gpu_blocks) * int(cache.block_size)
         self._running: dict = {}
+        self._names: TokenNames | None = None     # token texts and bytes for logprobs, made on first use
+        self._model_path = Path(model_path)
 
     def kv_capacity_tokens(self) -> int:
         return self._capacity
@@ -125,7 +131,7 @@ class VllmEngine:
         running: dict[str, GenRequest] = {}
         self._running = running
         sent: dict[str, int] = {}           # urgent request id -> tokens already handed to on_tokens
-        exhausted = False
+        exhausted, seen_epoch = False, None
         try:
             while True:
                 for request in urgent() if urgent is not None else ():
@@ -137,8 +143,12 @@ class VllmEngine:
                         exhausted = True
                     else:
                         running[self._add(request)] = request
-                if cancelled is not None:
+                # Per-request checks only when the worker's cancel epoch moved (Engine.generate): 64 calls a
+                # step otherwise, for cancels that almost never come.
+                epoch = cancel_epoch() if cancel_epoch is not None else None
+                if cancelled is not None and (epoch is None or epoch != seen_epoch):
                     dropped = [rid for rid, r in running.items() if cancelled(r.key)]
+                    seen_epoch = epoch
                     if dropped:
                         self._engine.abort_request(dropped)
                         for rid in dropped:
@@ -147,9 +157,7 @@ class VllmEngine:
                     return
                 for out in self._engine.step():
                     if out.request_id in sent:
-                        ids = out.outputs[0].token_ids
-                        running[out.request_id].on_tokens(list(ids[sent[out.request_id]:]))
-                        sent[out.request_id] = len(ids)
+                        self._stream(running[out.request_id], out, sent)
                     if out.finished and out.request_id in running:
                         yield self._result(running.pop(out.request_id), out)
         finally:
@@ -158,21 +166,57 @@ class VllmEngine:
 
     def _add(self, request: GenRequest) -> str:
         from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         p = request.params
         rid = str(request.key)
+        # Structured output: vLLM's own grammar backend (xgrammar) under the same schema; compact JSON, as on
+        # the CPU engine. n choices share the prompt's blocks in vLLM's prefix cache.
+        structured = StructuredOutputsParams(json=p.json_schema, disable_any_whitespace=True,
+                                             disable_additional_properties=p.strict_schema) \
+            if p.json_schema is not None else None
         self._engine.add_request(rid, {"prompt_token_ids": list(request.input_ids)}, SamplingParams(
             max_tokens=p.max_tokens, temperature=p.temperature, top_p=p.top_p, stop=list(p.stop) or None,
             seed=p.seed, presence_penalty=p.presence_penalty, frequency_penalty=p.frequency_penalty,
-            logit_bias=dict(p.logit_bias) or None,
+            logit_bias=dict(p.logit_bias) or None, n=p.n, logprobs=p.logprobs, structured_outputs=structured,
             output_kind=RequestOutputKind.CUMULATIVE if request.on_tokens else RequestOutputKind.FINAL_ONLY))
         return rid
 
-    @staticmethod
-    def _result(request: GenRequest, out) -> GenResult:
-        completion = out.outputs[0]
-        return GenResult(
+    def _entries(self, completion, k: int, start: int = 0) -> list[TokenLogprob] | None:
+        """vLLM's per-position {token id: Logprob} maps (the chosen token and the k likeliest) to OpenAI's
+        entries: the chosen token's logprob and the k likeliest by rank."""
+        if completion.logprobs is None:
+            return None
+        if self._names is None:
+            from core.modelstore import load_tokenizer
+
+            self._names = TokenNames(load_tokenizer(self._model_path))
+        out = []
+        for token, ranked in zip(completion.token_ids[start:], completion.logprobs[start:]):
+            top = sorted(((t, lp) for t, lp in ranked.items() if lp.rank is not None and lp.rank <= k),
+                         key=lambda x: x[1].rank)
+            out.append(self._names.entry(token, ranked[token].logprob, [(t, lp.logprob) for t, lp in top]))
+        return out
+
+    def _stream(self, request: GenRequest, out, sent: dict) -> None:
+        """New tokens of an urgent request's choices (cumulative outputs) to its on_tokens."""
+        p = request.params
+        for completion in out.outputs:
+            key = (out.request_id, completion.index)
+            done = sent.get(key, 0) if completion.index else sent[out.request_id]
+            ids = list(completion.token_ids[done:])
+            if p.n > 1 or p.logprobs is not None:
+                request.on_tokens(ids, choice=completion.index,
+                                  logprobs=self._entries(completion, p.logprobs or 0, done))
+            else:
+                request.on_tokens(ids)
+            if completion.index:
+                sent[key] = len(completion.token_ids)
+            else:
+                sent[out.request_id] = len(completion.token_ids)
+
+    def _result(self, request: GenRequest, out) -> GenResult:
+        first, *rest = [GenResult(
             key=request.key,
             output_ids=list(completion.token_ids),
             text=completion.text,
@@ -180,7 +224,11 @@ class VllmEngine:
             finish_reason="length" if completion.finish_reason == "length" else "stop",
             prompt_tokens=len(request.input_ids),
             cached_tokens=int(out.num_cached_tokens or 0),
-        )
+            logprobs=self._entries(completion, request.params.logprobs or 0),
+        ) for completion in sorted(out.outputs, key=lambda c: c.index)]
+        first.choices = rest
+        first.__post_init__()             # completion tokens of every choice
+        return first
 
     def close(self) -> None:
         engine, self._engine = self._engine, None
