@@ -124,6 +124,7 @@ class Settings(BaseSettings):
     quota_stored_bytes: int = 0               # bytes of files a tenant may hold (uploads and batch outputs)
     quota_stored_files: int = 0               # files a tenant may hold
     quota_queued_requests: int = 0            # requests of a tenant's unfinished batches (checked at create)
+    quota_queued_tokens: int = 0              # prompt tokens of a tenant's queued requests per model (at create)
     # The API's doors beside /v1 (server/auth.py).
     metrics_token: str = ""                   # Bearer token /metrics asks for; "": open, as probes are
     cors_origins: str = ""                    # comma separated origins browsers may call from; "": no CORS

@@ -1,4 +1,5 @@
-"""Per-tenant quotas (all optional, BLENDSERVE_QUOTA_*): stored bytes, stored files, queued requests.
+"""Per-tenant quotas (all optional, BLENDSERVE_QUOTA_*): stored bytes, stored files, queued requests and
+queued prompt tokens per model (OpenAI's enqueued token limit).
 
 One tenant must not fill the disk or the queue for everybody. Over a quota
 the API answers 429 in OpenAI's error shape with a Retry-After header, before
@@ -14,9 +15,17 @@ towards stored bytes and files; they are never refused (the work is done),
 they only make the next upload wait. Two uploads racing past the last bytes
 left can both land: a quota is a bound on what one tenant can take from the
 others, kept to within one upload per concurrent request.
+
+Queued tokens per model are known only once the scheduler has read a batch's
+lines, so a new batch is not priced in advance: it is refused while the
+tenant's queued prompt tokens for its model (the model of its first line)
+have reached the quota, and admitted below it, so a tenant passes the quota by
+at most one batch (itself bounded by the queued-requests quota). Requests not
+tokenized yet count their line's bytes, an upper bound of their tokens.
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 
@@ -24,11 +33,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.config import Settings
-from core.models import Batch, BatchCount, File
+from core.models import Batch, BatchCount, File, Request
 from core.storage import FileStore
 from server.errors import APIError
 
 QUEUED = ("validating", "in_progress")    # batches whose requests are still to run
+WAITING = ("queued", "pending", "planned")   # requests not run yet
+FIRST_LINE_BYTES = 1 << 20                  # read at most this much of an input file for its model
 QUEUE_RETRY_S = 60                          # a queued request takes seconds to minutes: ask again in a minute
 STORAGE_RETRY_S = (60, 86400)               # until the tenant's next file expires, within these bounds
 
@@ -116,4 +127,40 @@ def check_queue(session: Session, settings: Settings, store: FileStore, owner: s
         raise APIError(429, f"This batch's {adding} requests would take the tenant's queued requests to "
                        f"{queued + adding}, past its quota of {limit}; create it once earlier batches have run.",
                        param="input_file_id", code="queue_quota_exceeded", type="requests",
+                       headers={"Retry-After": str(QUEUE_RETRY_S)})
+
+
+def first_model(store: FileStore, f: File) -> str | None:
+    """The model of an input file's first line (one batch, one model); None if it cannot be read."""
+    with open(store.path(f.id), "rb") as fh:
+        line = fh.readline(FIRST_LINE_BYTES)
+    try:
+        model = json.loads(line).get("body", {}).get("model")
+    except (ValueError, AttributeError):
+        return None
+    return model if isinstance(model, str) else None
+
+
+def queued_tokens(session: Session, owner: str, model: str) -> int:
+    """Prompt tokens of the tenant's requests of this model still to run (a line's bytes until tokenized)."""
+    return int(session.scalar(
+        select(func.coalesce(func.sum(func.coalesce(Request.prompt_tokens, Request.input_length, 0)), 0))
+        .join(Batch, Batch.id == Request.batch_id)
+        .where(Batch.owner == owner, Batch.status.in_(QUEUED), Request.model == model,
+               Request.status.in_(WAITING))) or 0)
+
+
+def check_tokens(session: Session, settings: Settings, store: FileStore, owner: str, f: File) -> None:
+    """At batch create: 429 while the tenant's queued prompt tokens for the batch's model are at the quota."""
+    limit = settings.quota_queued_tokens
+    if not limit:
+        return
+    model = first_model(store, f)
+    if model is None:          # validation will fail the batch with the reason
+        return
+    queued = queued_tokens(session, owner, model)
+    if queued >= limit:
+        raise APIError(429, f"Enqueued token limit reached for {model[:128]}: this tenant has {queued} prompt "
+                       f"tokens queued, its quota is {limit}; create the batch once earlier batches have run.",
+                       param="input_file_id", code="token_limit_exceeded", type="tokens",
                        headers={"Retry-After": str(QUEUE_RETRY_S)})

@@ -82,6 +82,7 @@ def create_batch(req: CreateBatch, session: SessionDep, owner: OwnerDep, st: Sta
         raise APIError(400, f"File '{f.id}' has purpose '{f.purpose}'; a batch needs a file with purpose 'batch'.",
                        param="input_file_id", code="invalid_value")
     quotas.check_queue(session, st.settings, st.store, owner, f)
+    quotas.check_tokens(session, st.settings, st.store, owner, f)
     now = int(time.time())
     b = Batch(id=new_id("batch_"), owner=owner, endpoint=req.endpoint, input_file_id=f.id,
               completion_window=req.completion_window, status="validating", metadata_=req.metadata,

@@ -155,3 +155,27 @@ def test_key_priorities_follow_the_tenant(monkeypatch):
         get_settings.cache_clear()
     assert classes["tenant:acme"] == priority.CLASS["high"]
     assert classes[owner_of_key("sk-solo")] == priority.CLASS["low"] and classes["tenant:beta"] == priority.CLASS["low"]
+
+
+def test_queued_tokens_per_model(api_at):
+    """OpenAI's enqueued token limit: a batch is refused while the tenant's queued prompt tokens for its model
+    have reached the quota; another model's queue, and another tenant's, are their own."""
+    from sqlalchemy import update as sql_update
+
+    from core.models import Request
+
+    with api_at(api_keys="a:ka,b:kb", quota_queued_tokens=100) as api:
+        a = sdk(api, "ka")
+        first = create(a, upload(a))
+        with api.state.sessions.begin() as s:      # what the scheduler writes once it has read the lines
+            s.add_all([Request(batch_id=first, line=i, custom_id=f"r{i}", model=TINY, body={}, status="pending",
+                               prompt_tokens=40, input_length=200) for i in range(3)])
+        with pytest.raises(openai.RateLimitError) as e:
+            create(a, upload(a))
+        assert e.value.body["code"] == "token_limit_exceeded" and e.value.response.headers["retry-after"] == "60"
+        other = a.files.create(file=("o.jsonl", jsonl(chat_lines(1, "other-model"))), purpose="batch")
+        create(a, other.id)
+        create(sdk(api, "kb"), upload(sdk(api, "kb")))
+        with api.state.sessions.begin() as s:
+            s.execute(sql_update(Request).where(Request.batch_id == first, Request.line < 2).values(status="completed"))
+        create(a, upload(a))                        # 40 tokens left in the queue: below the quota
