@@ -1,0 +1,41 @@
+"""Structured output, logprobs and n > 1 on the vLLM engine (CPU), through the same SamplingParams the worker
+builds from a request body: every finished output validates, logprobs come in OpenAI's entries, n choices come
+back as one result whose usage sums them."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema_rs
+import pytest
+
+from core.modelstore import load_tokenizer
+from worker.engines.base import GenRequest
+from worker.engines.vllm import VllmEngine
+from worker.responses import response_body, sampling_params
+
+pytest.importorskip("vllm", reason="vllm is not installed in this interpreter (scripts/setup_vllm.sh installs it)")
+
+LABEL = {"type": "object", "additionalProperties": False, "required": ["label", "ok"],
+         "properties": {"label": {"enum": ["pos", "neg"]}, "ok": {"type": "boolean"}}}
+
+
+def test_structured_logprobs_and_n(engine: VllmEngine, smollm2_checkpoint: Path) -> None:
+    tok = load_tokenizer(smollm2_checkpoint)
+    text = tok.apply_chat_template([{"role": "user", "content": "Is this review positive? 'Great food.'"}],
+                                   add_generation_prompt=True, tokenize=False)
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    bodies = {1: {"response_format": {"type": "json_schema", "json_schema": {"name": "l", "schema": LABEL,
+                                                                             "strict": True}}, "temperature": 0},
+              2: {"logprobs": True, "top_logprobs": 3, "temperature": 0},
+              3: {"n": 3, "seed": 7, "temperature": 1.0}}
+    out = {r.key: r for r in engine.generate([GenRequest(k, ids, sampling_params(b, 24)) for k, b in bodies.items()])}
+    jsonschema_rs.validate(LABEL, json.loads(out[1].text))
+    body = response_body("/v1/chat/completions", "m", out[2])
+    content = body["choices"][0]["logprobs"]["content"]
+    assert len(content) == len(out[2].output_ids) - (out[2].finish_reason == "stop")
+    assert all(len(e["top_logprobs"]) == 3 and e["logprob"] <= 0 for e in content)
+    assert content[0]["logprob"] == pytest.approx(content[0]["top_logprobs"][0]["logprob"], abs=1e-4)
+    three = response_body("/v1/chat/completions", "m", out[3])
+    assert [c["index"] for c in three["choices"]] == [0, 1, 2]
+    assert three["usage"]["completion_tokens"] == sum(len(r.output_ids) for r in [out[3], *out[3].choices])
