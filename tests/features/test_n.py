@@ -3,9 +3,14 @@ gives n reproducible choices), usage sums the completions; in a batch and intera
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import select
 
+from core.db import make_engine, make_sessionmaker
+from core.migrate import upgrade
+from core.models import Batch, Request
+from scheduler.planning import _output_bound
 from tests.conftest import TINY
-from tests.live import read_lines, run_batch
+from tests.live import pg_schema_url, read_lines, run_batch
 from worker.engines.base import GenRequest, SamplingParams
 
 ASK = [{"role": "user", "content": "Write something."}]
@@ -69,3 +74,19 @@ def test_n_interactive_plain_and_streamed_with_a_seed(served, no_specials) -> No
     assert finishes == {0: "length", 1: "length"}
     done = c.completions.create(model=TINY, prompt="Once", max_tokens=3, n=3, seed=1, logit_bias=no_specials)
     assert [x.index for x in done.choices] == [0, 1, 2] and done.usage.completion_tokens == 9
+
+
+def test_the_planner_counts_n_outputs(tmp_path, backend) -> None:
+    """The planner's output bound of a request is max_tokens for each of its choices, read from the stored body
+    on SQLite and PostgreSQL alike (JSON null and a missing n are one choice)."""
+    url = f"sqlite:///{tmp_path}/db.sqlite" if backend == "sqlite" else pg_schema_url()
+    upgrade(url)
+    sessions = make_sessionmaker(make_engine(url))
+    with sessions.begin() as s:
+        s.add(Batch(id="batch_n", owner="o", endpoint="/v1/chat/completions", input_file_id="f",
+                    completion_window="24h", status="in_progress", created_at=0, expires_at=10))
+        for i, body in enumerate([{"n": 3}, {}, {"n": None}, {"n": 1}]):
+            s.add(Request(batch_id="batch_n", line=i + 1, custom_id=f"r{i}", model=TINY, body=body, max_tokens=10))
+    with sessions.begin() as s:
+        got = s.execute(select(_output_bound()).order_by(Request.line)).scalars().all()
+    assert got == [30, 10, 10, 10]
