@@ -13,10 +13,21 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 
 from server.deps import OwnerDep, StateDep
-from server.routes.completions import _REQUEST_BODY, _forward
+from server.routes.completions import _forward
 from server.schemas import ERRORS
 
 router = APIRouter(tags=["embeddings"])
+
+_TEXTS = {"oneOf": [{"type": "string", "minLength": 1},
+                    {"type": "array", "minItems": 1, "maxItems": 2048, "items": {"type": "string", "minLength": 1}},
+                    {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}},
+                    {"type": "array", "minItems": 1, "maxItems": 2048,
+                     "items": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}}}]}
+_REQUEST_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "required": ["model", "input"], "additionalProperties": False,
+    "properties": {"model": {"type": "string", "minLength": 1}, "input": _TEXTS,
+                   "encoding_format": {"enum": ["float", "base64"]}, "dimensions": {"type": "integer", "minimum": 1},
+                   "user": {"type": "string"}}}}}}}
 
 
 class Embedding(BaseModel):

@@ -15,9 +15,24 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 
 from server.deps import OwnerDep, StateDep
-from server.routes.completions import _REQUEST_BODY, _RESPONSES, _forward
+from server.routes.completions import _RESPONSES, _forward
 
 router = APIRouter(tags=["responses"])
+
+# The fields this service reads; the others OpenAI defines are accepted where they ask for nothing
+# (core/responses_api.py), so the schema leaves additional properties open.
+_REQUEST_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "required": ["model", "input"],
+    "properties": {"model": {"type": "string", "minLength": 1},
+                   "input": {"oneOf": [{"type": "string", "minLength": 1},
+                                       {"type": "array", "minItems": 1, "items": {"type": "object"}}]},
+                   "instructions": {"type": ["string", "null"]},
+                   "max_output_tokens": {"type": ["integer", "null"], "minimum": 1},
+                   "temperature": {"type": ["number", "null"], "minimum": 0, "maximum": 2},
+                   "top_p": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+                   "stream": {"type": ["boolean", "null"]},
+                   "metadata": {"type": ["object", "null"], "maxProperties": 16,
+                                "additionalProperties": {"type": "string", "maxLength": 512}}}}}}}}
 
 
 class OutputText(BaseModel):
