@@ -31,7 +31,7 @@ _REQUEST_BODY = {"requestBody": {"required": True, "content": {"application/json
                    "temperature": {"type": ["number", "null"], "minimum": 0, "maximum": 2},
                    "top_p": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
                    "stream": {"type": ["boolean", "null"]},
-                   "metadata": {"type": ["object", "null"], "maxProperties": 16,
+                   "metadata": {"type": ["object", "null"], "maxProperties": 16, "propertyNames": {"maxLength": 64},
                                 "additionalProperties": {"type": "string", "maxLength": 512}}}}}}}}
 
 
