@@ -18,6 +18,7 @@ from tests.vllm.test_vllm_engine import SYSTEM, chat_ids
 from tests.vllm.vllm_server import BLOCK_SIZE, NUM_BLOCKS, VllmServer
 from worker.engines.base import GenRequest, GenResult, SamplingParams
 from worker.engines.server import ServerEngine
+from worker.engines.server.calls import Rejected
 
 pytest.importorskip("vllm", reason="vllm is not installed in this interpreter (scripts/setup_vllm.sh installs it)")
 
@@ -133,6 +134,28 @@ def test_cancel_closes_the_request_on_the_server(server_engine: ServerEngine, se
         time.sleep(0.2)
     assert server.metric("vllm:num_requests_running") == 0
     assert server.metric("vllm:generation_tokens_total") - generated < 3000
+
+
+def test_a_request_the_server_refuses_fails_alone_after_its_neighbours(server_engine: ServerEngine,
+                                                                      smollm2_checkpoint: Path) -> None:
+    """A 400 (prompt + max_tokens past the model's 8192-token context) is the request's own failure: the
+    engine lets the others it sent finish, then raises, so the worker charges that one alone."""
+    ids = chat_ids(smollm2_checkpoint, "Name a colour.")
+    fine = [GenRequest(1, ids, SamplingParams(max_tokens=6, temperature=0.0)),
+            GenRequest(3, ids, SamplingParams(max_tokens=6, temperature=0.0))]
+    too_long = GenRequest(2, ids, SamplingParams(max_tokens=9000, temperature=0.0))
+    taken: list[int] = []
+    done: list[int] = []
+
+    def plan() -> Iterator[GenRequest]:
+        for r in (fine[0], too_long, fine[1], GenRequest(4, ids, SamplingParams(max_tokens=6))):
+            taken.append(r.key)
+            yield r
+
+    with pytest.raises(Rejected, match="400"):
+        for r in server_engine.generate(plan()):
+            done.append(r.key)
+    assert taken == [1, 2, 3, 4] and sorted(done) == [1, 3, 4]     # every other request sent finished first
 
 
 @pytest.fixture(scope="module")
