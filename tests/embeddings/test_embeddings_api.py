@@ -3,6 +3,7 @@ SQLite and PostgreSQL, all-MiniLM-L6-v2 served beside a generation model."""
 from __future__ import annotations
 
 import base64
+import re
 
 import numpy as np
 import openai
@@ -104,6 +105,13 @@ def test_batch_of_embeddings(embed_deployment, reference, minilm) -> None:
     assert _cos(vec, reference[0]) >= 0.999
     assert out["e3"]["body"]["usage"]["prompt_tokens"] == 2 * len(ids)
     assert out["e0"]["body"]["usage"]["prompt_tokens"] == len(ids)
+    assert b.usage.input_tokens == sum(x["body"]["usage"]["prompt_tokens"] for x in out.values())
+    # Planned as prefill only: no warm-up sample (there is no output length to learn), no decode token.
+    log = embed_deployment.log("scheduler", tail=None)
+    policy = re.findall(rf"{MINILM}: (\d+) request\(s\), \d+ history, (\d+) warm-up", log)
+    assert policy and all(int(n) > 0 and warm == "0" for n, warm in policy), policy
+    rounds = re.findall(rf"planned \d+ request\(s\) of {MINILM}.*?(\d+) prefill \+ (\d+) decode tokens", log)
+    assert rounds and all(int(p) > 0 and d == "0" for p, d in rounds), rounds
 
 
 def test_bad_lines_fail_validation(embed_deployment) -> None:
