@@ -6,7 +6,7 @@ before each token, the bitmask of tokens that keep the output a prefix of a
 document the schema accepts. Here:
 
 * ``Grammars.get`` hands out a future of the compiled grammar, keyed by the
-  schema's hash: a thread compiles it (once per schema and process), so the
+  schema's hash: a thread of its own compiles it (once per schema and process), so the
   engine's step never waits for a compile unless the first token of a request
   is due before its grammar is ready (a prompt's prefill runs meanwhile).
 * ``GrammarState`` is one sequence's matcher. ``prepare`` fills the next
@@ -36,7 +36,9 @@ class Grammars:
         self.vocab_size = vocab_size
         self.info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_ids)
         self.compiler = xgr.GrammarCompiler(self.info, max_threads=1)
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="grammar")   # compiles, then masks
+        # Two threads: a long compile must never hold up the masks a step is waiting for.
+        self.compiles = ThreadPoolExecutor(1, thread_name_prefix="grammar-compile")
+        self.masks = ThreadPoolExecutor(1, thread_name_prefix="grammar-mask")
         self.cache: dict[str, Future] = {}
         self.lock = threading.Lock()
 
@@ -50,8 +52,8 @@ class Grammars:
         with self.lock:
             fut = self.cache.get(key)
             if fut is None:
-                fut = self.cache[key] = self.pool.submit(self.compiler.compile_json_schema, schema,
-                                                         any_whitespace=False, strict_mode=strict)
+                fut = self.cache[key] = self.compiles.submit(self.compiler.compile_json_schema, schema,
+                                                             any_whitespace=False, strict_mode=strict)
         return fut
 
     def state(self, schema: str, strict: bool) -> GrammarState:
@@ -79,7 +81,7 @@ class GrammarState:
         """Start filling the next token's bitmask in the background (the matcher's state is final until the
         next ``accept``); called just before the forward pass that yields this sequence's logits."""
         if self.pending is None and self.compiled.done():
-            self.pending = self.grammars.pool.submit(self._fill)
+            self.pending = self.grammars.masks.submit(self._fill)
 
     def mask(self, logits: torch.Tensor) -> None:
         """Disallowed tokens of one row of logits to -inf, in place."""
