@@ -55,6 +55,13 @@ def test_message_items_input(client) -> None:
     chat = client.chat.completions.create(model=TINY, max_tokens=4, temperature=0, messages=[
         {"role": "system", "content": "Answer in one word."}, {"role": "user", "content": ASK}])
     assert r.output_text == chat.choices[0].message.content
+    # The answer's own output items sent back as input: the conversation goes on without stored state.
+    more = client.responses.create(model=TINY, max_output_tokens=4, temperature=0, input=[
+        {"role": "user", "content": ASK}, *r.output, {"role": "user", "content": "More."}])
+    chat = client.chat.completions.create(model=TINY, max_tokens=4, temperature=0, messages=[
+        {"role": "user", "content": ASK}, {"role": "assistant", "content": r.output_text},
+        {"role": "user", "content": "More."}])
+    assert more.output_text == chat.choices[0].message.content
 
 
 def test_streamed_events_add_up_to_the_plain_answer(client) -> None:
