@@ -76,7 +76,7 @@ def test_quotas_answer_429_with_retry_after(api_at):
         with pytest.raises(openai.BadRequestError, match="split the file"):
             create(b, upload(b, 6))                            # never fits: a 400, not a 429 to retry
         # Files: a holds 2 of 3; the third fits, the fourth is a 429 before its body is read.
-        upload(a, 1)
+        third = upload(a, 1)
         with pytest.raises(openai.RateLimitError) as e:
             upload(a, 1)
         assert e.value.body["code"] == "file_quota_exceeded" and int(e.value.response.headers["retry-after"]) >= 60
@@ -88,7 +88,7 @@ def test_quotas_answer_429_with_retry_after(api_at):
         assert len(big.files.list().data) == 2
         # Cancelling frees the queue: the batch that did not fit now does.
         a.batches.cancel(a.batches.list().data[0].id)
-        a.files.delete(a.files.list().data[0].id)
+        a.files.delete(third)
         create(a, upload(a, 3))
 
 
