@@ -4,8 +4,8 @@ A scrape reads counter rows (per batch and writer, per worker, per model), never
 its time should not grow with the table. The rows are written straight into a fresh schema: 40 batches (a
 few still running) with their requests, one batch_counts row per batch and writer (4 workers), 4 workers and
 a planning round per model. Each size is scraped `--scrapes` times through the API's own collector on a
-read-only engine (what GET /metrics runs, less HTTP); beside it, the two aggregates over `requests` that a
-scrape used to run, to show what grows.
+read-only engine (what GET /metrics runs, less HTTP); beside it, two aggregates over `requests` (the
+alternative to counters), to show what grows.
 
     PYTHONPATH=. .venv/bin/python benchmarks/metrics_scrape.py --db postgresql+psycopg://postgres@127.0.0.1:5432/test
 """
