@@ -24,10 +24,10 @@ def parse_key_priorities(spec: str) -> dict[str, int]:
     """"key1=high,acme=low" -> {owner: class}: a key's own tenant (core/owners.py), or a tenant by name;
     a bad entry is a configuration error."""
     ring, out = get_settings().keyring(), {}
-    for item in filter(None, (x.strip() for x in spec.split(","))):
+    for i, item in enumerate(filter(None, (x.strip() for x in spec.split(","))), start=1):
         key, _, name = item.rpartition("=")
-        if not key or name not in CLASS:
-            raise ValueError(f"BLENDSERVE_KEY_PRIORITIES: {item!r} is not KEY=high|normal|low")
+        if not key or name not in CLASS:       # the entry holds a key: say which entry, never what it says
+            raise ValueError(f"BLENDSERVE_KEY_PRIORITIES: entry {i} is not KEY=high|normal|low")
         out[ring.owner_of(key) or owner_of_key(key)] = CLASS[name]
         if TENANT.fullmatch(key):
             out[PREFIX + key] = CLASS[name]

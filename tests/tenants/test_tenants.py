@@ -155,6 +155,9 @@ def test_key_priorities_follow_the_tenant(monkeypatch):
         get_settings.cache_clear()
     assert classes["tenant:acme"] == priority.CLASS["high"]
     assert classes[owner_of_key("sk-solo")] == priority.CLASS["low"] and classes["tenant:beta"] == priority.CLASS["low"]
+    with pytest.raises(ValueError) as e:                 # a bad entry is named by its place, not its key
+        priority.parse_key_priorities("sk-a1=high,sk-secret-7=urgent")
+    assert "entry 2" in str(e.value) and "sk-secret-7" not in str(e.value)
 
 
 def test_queued_tokens_per_model(api_at):
