@@ -150,12 +150,12 @@ def token_count(ids: list[int]) -> int:
 
 
 def tokenize(bodies: list[dict], info: ModelInfo) -> list[list[int]]:
-    """Each checked body's inputs as one joined array: texts through the model's tokenizer, ids as given."""
-    out = []
-    for body in bodies:
-        inputs = check_embeddings(body, info)
-        out.append(join(inputs.ids if inputs.ids is not None else info.encode(inputs.texts)))
-    return out
+    """Each checked body's inputs as one joined array: texts through the model's tokenizer (every body's texts in
+    one batched call, as the scheduler tokenizes a thousand lines at a time), ids as given."""
+    parsed = [check_embeddings(body, info) for body in bodies]
+    texts = [t for p in parsed if p.ids is None for t in p.texts]
+    encoded = iter(info.encode(texts) if texts else [])
+    return [join(p.ids if p.ids is not None else [next(encoded) for _ in p.texts]) for p in parsed]
 
 
 def context_error(ids: list[int], info: ModelInfo) -> BodyError | None:
