@@ -5,4 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 export HF_HUB_OFFLINE=1
+# The linter first (under a second): pyflakes, pycodestyle, isort, pyupgrade, bugbear (pyproject.toml).
+.venv/bin/ruff check --quiet .
 exec .venv/bin/python -m pytest -q "$@"
