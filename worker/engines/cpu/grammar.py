@@ -9,9 +9,10 @@ document the schema accepts. Here:
   schema's hash: a thread of its own compiles it (once per schema and process), so the
   engine's step never waits for a compile unless the first token of a request
   is due before its grammar is ready (a prompt's prefill runs meanwhile).
-* ``GrammarState`` is one sequence's matcher. ``prepare`` fills the next
-  token's bitmask in a background thread while the model's forward pass runs
-  (as vLLM and SGLang overlap it); ``mask`` waits for it and applies it to the
+* ``GrammarState`` is one sequence's matcher. ``Grammars.prepare`` fills the
+  next token's bitmask of a step's constrained sequences in one background job
+  while the model's forward pass runs (as vLLM and SGLang overlap it);
+  ``mask`` waits for it and applies it to the
   row of logits the sampler draws from; ``accept`` advances by the chosen token.
 * Whitespace between JSON tokens is not free: a small model given the choice
   can emit blank lines until max_tokens, so outputs are compact JSON
@@ -59,6 +60,21 @@ class Grammars:
     def state(self, schema: str, strict: bool) -> GrammarState:
         return GrammarState(self, self.get(schema, strict))
 
+    def prepare(self, states: list[GrammarState]) -> None:
+        """Fill the next token's bitmask of every state whose grammar is compiled, in one background job
+        (each matcher's state is final until its next ``accept``); called just before the forward pass that
+        yields their logits, so the masks are ready when it ends."""
+        ready = [s for s in states if s.pending is None and s.compiled.done()]
+        if ready:
+            job = self.masks.submit(_fill_all, ready)
+            for s in ready:
+                s.pending = job
+
+
+def _fill_all(states: list[GrammarState]) -> None:
+    for s in states:
+        s._fill()
+
 
 class GrammarState:
     """One sequence's position in its grammar; its next-token bitmask."""
@@ -76,12 +92,6 @@ class GrammarState:
 
     def _fill(self) -> None:
         self._matcher().fill_next_token_bitmask(self.bitmask, 0)
-
-    def prepare(self) -> None:
-        """Start filling the next token's bitmask in the background (the matcher's state is final until the
-        next ``accept``); called just before the forward pass that yields this sequence's logits."""
-        if self.pending is None and self.compiled.done():
-            self.pending = self.grammars.masks.submit(self._fill)
 
     def mask(self, logits: torch.Tensor) -> None:
         """Disallowed tokens of one row of logits to -inf, in place."""

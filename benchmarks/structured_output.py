@@ -1,0 +1,130 @@
+"""Structured output on the CPU engine: a file of mixed JSON schemas, every output checked, and its tokens/s
+against the same prompts unconstrained.
+
+One file of `--lines` requests (default 500) over five schemas (a sentiment label, an extraction record with
+free strings, a list of tags, a bounded integer score behind a `$ref`, and json_object), each a chat prompt
+that asks for it, on SmolLM2 through the CPU engine (no service: the engine is what the mask costs). Ways,
+alternated for `--repeats` rounds (fresh prefix cache each): `json` (with `response_format`) and `free` (the
+same bodies without it), speculative decoding off in both. Reported: every constrained output that finished
+with "stop" parses and validates (share), the share that finished by "stop", and completion tokens per wall
+second and per CPU-second of this process (all its threads) of each way; medians of the repeats and their
+ratios. On a shared machine the CPU-second figure is the steadier one: say so beside the figures.
+
+    .venv/bin/python -m benchmarks.structured_output --lines 500 --repeats 3
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import jsonschema_rs
+
+from core.bodies import model_info, tokenize
+from core.modelstore import ensure_checkpoint, smollm2_gguf_path
+from worker.engines.base import GenRequest
+from worker.engines.cpu import CpuEngine
+from worker.engines.speculative import SpecConfig
+from worker.responses import sampling_params
+
+LABEL = {"type": "object", "additionalProperties": False, "required": ["sentiment", "confident"],
+         "properties": {"sentiment": {"enum": ["positive", "negative", "neutral"]}, "confident": {"type": "boolean"}}}
+PERSON = {"type": "object", "additionalProperties": False, "required": ["name", "city", "age"],
+          "properties": {"name": {"type": "string"}, "city": {"type": "string"},
+                         "age": {"type": "integer", "minimum": 0, "maximum": 120}}}
+TAGS = {"type": "object", "additionalProperties": False, "required": ["tags"],
+        "properties": {"tags": {"type": "array", "maxItems": 3, "items": {"enum": ["food", "service", "price",
+                                                                                   "place"]}}}}
+SCORE = {"type": "object", "additionalProperties": False, "required": ["review"],
+         "properties": {"review": {"$ref": "#/$defs/score"}},
+         "$defs": {"score": {"type": "object", "additionalProperties": False, "required": ["stars", "summary"],
+                             "properties": {"stars": {"type": "integer", "minimum": 1, "maximum": 5},
+                                            "summary": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}}}
+REVIEWS = ["The soup was cold and the waiter rude.", "Lovely place, fair prices, we will come back.",
+           "Food fine, service slow.", "Best pizza in town, but loud.", "Nothing special; it was okay."]
+PEOPLE = ["Anna Berg, 34, lives in Oslo.", "Mr. Tanaka (61) moved to Kyoto.", "Lea from Lyon is 27 years old."]
+
+
+def lines(n: int) -> list[tuple[dict, dict | None]]:
+    """(body, schema to validate against) for n requests, the five kinds in turn."""
+    out = []
+    for i in range(n):
+        review, person = REVIEWS[i % len(REVIEWS)], PEOPLE[i % len(PEOPLE)]
+        kind = i % 5
+        schema, ask = [(LABEL, f"Classify the sentiment of this review: {review}"),
+                       (PERSON, f"Extract the person's name, city and age: {person} (#{i})"),
+                       (TAGS, f"Which topics does this review mention? {review} (#{i})"),
+                       (SCORE, f"Score this review from 1 to 5 and summarise it: {review} (#{i})"),
+                       (None, f"Describe this review as a JSON object: {review} (#{i})")][kind]
+        fmt = {"type": "json_object"} if schema is None else \
+            {"type": "json_schema", "json_schema": {"name": f"k{kind}", "schema": schema, "strict": True}}
+        body = {"messages": [{"role": "user", "content": ask}], "temperature": 0.7, "seed": i,
+                "response_format": fmt}
+        out.append((body, schema or {"type": "object"}))
+    return out
+
+
+def run(engine: CpuEngine, prompts: list[list[int]], bodies: list[dict], max_tokens: int) -> tuple[list, float, float]:
+    """Results, wall seconds and CPU seconds of this process (every thread: the masks' included)."""
+    engine.close()                                  # a fresh prefix cache for each run
+    requests = [GenRequest(i, ids, sampling_params(b, max_tokens)) for i, (ids, b) in enumerate(zip(prompts, bodies))]
+    t0, c0 = time.perf_counter(), time.process_time()
+    results = sorted(engine.generate(requests), key=lambda r: r.key)
+    return results, time.perf_counter() - t0, time.process_time() - c0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=500)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--models", type=Path, default=Path("blendserve-data/models"))
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/structured_output.jsonl"))
+    args = ap.parse_args()
+    path = ensure_checkpoint(smollm2_gguf_path(), args.models)
+    # Speculation off: constrained sequences do not draft, and the comparison is of the mask's cost.
+    engine = CpuEngine(path, "SmolLM2-135M-Instruct", speculative=SpecConfig())
+    info = model_info("SmolLM2-135M-Instruct", path, engine.tokenizer)
+    file = lines(args.lines)
+    bodies = [b for b, _ in file]
+    free = [{k: v for k, v in b.items() if k != "response_format"} for b in bodies]
+    prompts = tokenize("/v1/chat/completions", bodies, info)
+    rates: dict[str, list[float]] = {"json": [], "free": []}
+    per_cpu: dict[str, list[float]] = {"json": [], "free": []}
+    for rep in range(args.repeats):
+        for way, use in (("json", bodies), ("free", free)):
+            results, dt, cpu = run(engine, prompts, use, args.max_tokens)
+            tokens = sum(r.completion_tokens for r in results)
+            rates[way].append(tokens / dt)
+            per_cpu[way].append(tokens / cpu)
+            row = {"way": way, "repeat": rep, "lines": len(results), "seconds": round(dt, 2), "tokens": tokens,
+                   "tokens_per_s": round(tokens / dt, 1), "cpu_seconds": round(cpu, 2),
+                   "tokens_per_cpu_s": round(tokens / cpu, 1)}
+            if way == "json":
+                stopped = [(r, s) for r, (_, s) in zip(results, file) if r.finish_reason == "stop"]
+                valid = 0
+                for r, schema in stopped:
+                    try:
+                        jsonschema_rs.validate(schema, json.loads(r.text))
+                        valid += 1
+                    except (ValueError, jsonschema_rs.ValidationError):
+                        print("INVALID", repr(r.text[:200]))
+                row.update(stopped=len(stopped), valid=valid)
+            print(json.dumps(row), flush=True)
+            with args.out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    med_cpu = {k: statistics.median(v) for k, v in per_cpu.items()}
+    summary = {"median_tokens_per_s": {k: round(v, 1) for k, v in med.items()},
+               "ratio_json_to_free": round(med["json"] / med["free"], 3),
+               "median_tokens_per_cpu_s": {k: round(v, 1) for k, v in med_cpu.items()},
+               "cpu_ratio_json_to_free": round(med_cpu["json"] / med_cpu["free"], 3)}
+    print(json.dumps(summary))
+    with args.out.open("a") as f:
+        f.write(json.dumps(summary) + "\n")
+
+
+if __name__ == "__main__":
+    main()
