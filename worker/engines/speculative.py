@@ -11,8 +11,10 @@ prompt_lookup_min/max). Pure Python: importing it needs neither vLLM nor SGLang.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from core.config import SpeculativeSettings
+if TYPE_CHECKING:     # the settings' pydantic only where settings are read: the CPU engine runs without it
+    from core.config import SpeculativeSettings
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,11 @@ class SpecConfig:
     @classmethod
     def from_settings(cls, settings: SpeculativeSettings | None = None, default: str = "off") -> SpecConfig:
         """The deployment's choice (BLENDSERVE_SPECULATIVE and BLENDSERVE_SPEC_*), ``default`` where unset."""
-        s = settings or SpeculativeSettings()
+        if settings is None:
+            from core.config import SpeculativeSettings
+
+            settings = SpeculativeSettings()
+        s = settings
         return cls(s.method or default, s.tokens, s.ngram_min, s.ngram_max, s.max_running)
 
     @property

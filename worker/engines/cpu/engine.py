@@ -11,6 +11,12 @@ and a blend of long prompts and long outputs fills steps with both.
 Unless ``BLENDSERVE_SPECULATIVE=off``, in steps of few sequences a decoding
 sequence's chunk carries a prompt-lookup draft, verified in the same step
 (``speculative.py``).
+
+``BLENDSERVE_CPU_DEVICE`` puts the weights and the KV pool on another torch
+device (a GPU): a step's inputs (token ids, positions, block tables) go there
+once, sampled ids come back, and attention runs on torch's SDPA (the C++
+decode kernel is CPU-only). With ``BLENDSERVE_CPU_LOAD_FORMAT=dummy`` the
+weights are random, drawn on the device from config.json alone.
 """
 from __future__ import annotations
 
@@ -19,14 +25,15 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
-from core.config import CpuEngineSettings
 from core.modelstore import context_length, eos_token_ids, load_tokenizer
-from worker.engines.base import EngineStats, GenRequest, GenResult
+from worker.engines.base import EngineStats, GenRequest, GenResult, device_profile
 from worker.engines.cpu.block_manager import BlockManager
 from worker.engines.cpu.grammar import Grammars
+from worker.engines.cpu.id_tokenizer import IdTokenizer
 from worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
 from worker.engines.cpu.model import Llama, default_dtype
 from worker.engines.cpu.paged_attention import paged_decode
@@ -35,6 +42,11 @@ from worker.engines.cpu.scheduler import ScheduledChunk, Scheduler, Sequence, St
 from worker.engines.cpu.speculative import PromptLookup, SpecConfig, SpecStats
 from worker.engines.cpu.stops import StopChecker
 from worker.engines.logprobs import TokenNames
+
+if TYPE_CHECKING:     # pydantic only where settings are read: the engine also runs where only torch is installed
+    from core.config import CpuEngineSettings
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 
 # Torch threads by default: every CPU the process may run on. During a batch the API and the
 # scheduler are idle, and on 2 cores two threads ran the prefix file 1.33x faster than one
@@ -93,17 +105,30 @@ class CpuEngine:
 
         ``kv_capacity_tokens``, when given, sizes the pool in tokens instead of ``kv_gb``.
         """
-        cfg = config or CpuEngineSettings()
+        if config is None:
+            from core.config import CpuEngineSettings
+
+            config = CpuEngineSettings()
+        cfg = config
         self.model_name = model_name
         self.threads = threads or cfg.threads or DEFAULT_THREADS
+        self.device = torch.device(cfg.device)
         model_path = Path(model_path)
-        self.tokenizer = load_tokenizer(model_path)
-        self.eos = set(eos_token_ids(model_path))
+        dummy = cfg.load_format == "dummy"
+        # A random-weight model's directory may hold only config.json: then ids in, ids out.
+        has_tokenizer = any((model_path / name).is_file() for name in TOKENIZER_FILES)
+        self.tokenizer = load_tokenizer(model_path) if has_tokenizer or not dummy else None
+        # Random weights give no token a meaning: none ends an output, each runs to max_tokens.
+        self.eos = set() if dummy else set(eos_token_ids(model_path))
         self.context = context_length(model_path)
+        if dtype is None:    # bfloat16 on a GPU; on a CPU where it multiplies natively
+            dtype = default_dtype() if self.device.type == "cpu" else torch.bfloat16
         with _one_thread():
-            self.model = Llama(model_path, dtype or default_dtype())
-        # Built here, once per machine, so the first step does not wait.
-        self.decode_kernel = paged_decode() if cfg.native else None
+            self.model = Llama(model_path, dtype, self.device, random_weights=dummy)
+        if self.tokenizer is None:
+            self.tokenizer = IdTokenizer(int(self.model.embed.shape[0]))
+        # Built here, once per machine, so the first step does not wait. CPU-only.
+        self.decode_kernel = paged_decode() if cfg.native and self.device.type == "cpu" else None
         self.block_size = block_size or cfg.block_size
         self.max_running = max_running or cfg.max_batch
         self.step_tokens = step_tokens or cfg.max_batched_tokens
@@ -125,7 +150,8 @@ class CpuEngine:
 
     def _fresh_cache(self) -> None:
         m = self.model
-        self.pool = KVPool(m.n_layers, m.n_kv_heads, m.head_dim, self.num_blocks, self.block_size, m.dtype)
+        self.pool = KVPool(m.n_layers, m.n_kv_heads, m.head_dim, self.num_blocks, self.block_size, m.dtype,
+                           self.device)
         self.blocks = BlockManager(self.num_blocks, self.block_size)
 
     def kv_capacity_tokens(self) -> int:
@@ -138,8 +164,9 @@ class CpuEngine:
         """Tokens one step carries at most, decodes and prefill chunks together."""
         return self.step_tokens
 
-    def hardware(self) -> str:
-        return "cpu"
+    def hardware(self) -> str | None:
+        """"cpu" (the planner's profile of this engine on a CPU), or the GPU's profile on a GPU."""
+        return "cpu" if self.device.type == "cpu" else device_profile()
 
     def close(self) -> None:
         self._fresh_cache()
@@ -221,6 +248,8 @@ class CpuEngine:
             raise ValueError(f"request {request.key} has an empty prompt")
         p = request.params
         if p.json_schema is not None and self.grammars is None:
+            if isinstance(self.tokenizer, IdTokenizer):
+                raise ValueError(f"request {request.key}: JSON-schema output needs the model's tokenizer")
             self.grammars = Grammars(self.tokenizer, int(self.model.lm_head.shape[0]), sorted(self.eos))
 
         def choice(i: int) -> Sequence:
@@ -284,8 +313,9 @@ class CpuEngine:
         if self.grammars is not None:      # the next token's masks, computed while the forward pass runs
             self.grammars.prepare([g for seq in samplers if (g := seq.state[1].grammar) is not None])
         attn = PagedAttention(self.pool, chunks, self.model.head_dim ** -0.5, self.decode_kernel)
-        logits = self.model.forward(torch.tensor(ids), torch.cat(positions), attn,
-                                    torch.tensor(sample_rows, dtype=torch.long), between)
+        dev = self.device      # the step's inputs go to the device once; sampled ids come back (sampler)
+        logits = self.model.forward(torch.tensor(ids).to(dev), torch.cat(positions).to(dev), attn,
+                                    torch.tensor(sample_rows, dtype=torch.long).to(dev), between)
         for c in step.chunks:
             if not c.draft:
                 sched.advance(c)

@@ -16,6 +16,9 @@ first touch, so the process's memory grows with the blocks actually used
 as zeros (padding positions are masked, and must not be NaN). numpy's zeros
 would do the same but advise huge pages, and then touching one block maps
 2 MiB per kv head and layer (measured: 514 MB resident for 768 tokens).
+On a GPU (the engine's ``device``) the pool is one zeroed tensor in the
+device's memory, and a step's block tables and masks go there once per step,
+built before the first layer.
 """
 from __future__ import annotations
 
@@ -30,17 +33,24 @@ from torch.nn.attention.bias import causal_lower_right
 
 class KVPool:
     def __init__(self, layers: int, kv_heads: int, head_dim: int, num_blocks: int, block_size: int,
-                 dtype: torch.dtype = torch.float32) -> None:
+                 dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> None:
         self.block_size, self.num_blocks = block_size, num_blocks
         shape = (layers, 2, kv_heads, num_blocks * block_size, head_dim)
-        self._memory = mmap.mmap(-1, dtype.itemsize * layers * 2 * kv_heads * num_blocks * block_size * head_dim)
-        pool = torch.frombuffer(self._memory, dtype=dtype).view(shape)
+        if torch.device(device).type == "cpu":
+            self._memory = mmap.mmap(-1, dtype.itemsize * layers * 2 * kv_heads * num_blocks * block_size * head_dim)
+            pool = torch.frombuffer(self._memory, dtype=dtype).view(shape)
+        else:
+            pool = torch.zeros(shape, dtype=dtype, device=device)
         self.k = [pool[i, 0] for i in range(layers)]
         self.v = [pool[i, 1] for i in range(layers)]
 
     @property
     def dtype(self) -> torch.dtype:
         return self.k[0].dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.k[0].device
 
     def blocks(self, pool: torch.Tensor) -> torch.Tensor:
         """A layer's pool viewed as [kv_heads, blocks, block_size, head_dim]."""
@@ -67,6 +77,15 @@ class _DecodeGroup:
     out_rows: torch.Tensor | None = None    # step rows of the real (not repeated) queries, when Q > 1
     out_index: torch.Tensor | None = None   # ... and their places among the B * Q
     mask: torch.Tensor | None = None        # Q == 1: the bias as [B, 1, 1, positions] in the pool's dtype (SDPA)
+
+
+def _on(group: _DecodeGroup, device: torch.device) -> _DecodeGroup:
+    """The group with its tensors on ``device`` (host-built, copied without waiting)."""
+    def move(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.to(device, non_blocking=True)
+
+    return _DecodeGroup(move(group.rows), move(group.tables), group.blocks, move(group.bias), group.queries,
+                        move(group.out_rows), move(group.out_index), move(group.mask))
 
 
 @dataclass
@@ -128,6 +147,11 @@ class PagedAttention:
         self.all_decode = not self.prefills and (
             len(self.decodes) == 1 and self.decodes[0].queries == 1 and self.kernel_decodes is None
             or not self.decodes and self.kernel_decodes is not None)
+        if (device := pool.device).type != "cpu":   # the step's indices and masks, to the pool's device once
+            self.slots = self.slots.to(device, non_blocking=True)
+            self.prefills = [(row, n, start, table.to(device, non_blocking=True))
+                             for row, n, start, table in self.prefills]
+            self.decodes = [_on(g, device) for g in self.decodes]
 
     @staticmethod
     def _kernel_group(chunks: list[Chunk]) -> _KernelDecodes:

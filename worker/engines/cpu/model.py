@@ -16,7 +16,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file
 
 # Measured on the 2-core build machines (BENCHMARKS.md, CPU engine): on a
 # CPU with AVX512-BF16, bfloat16 weights run prefill about 3x and decode about
@@ -56,10 +55,51 @@ def packed_linear(dtype: torch.dtype) -> Callable[[torch.Tensor], Callable[[torc
     return pack
 
 
-class Llama:
-    """A Llama-architecture checkpoint (SmolLM2 and the tiny test model), loaded from safetensors."""
+def random_weights_of(cfg: dict, dtype: torch.dtype, device: torch.device, seed: int = 0) -> dict[str, torch.Tensor]:
+    """A Llama checkpoint's tensors for ``cfg`` (a config.json), drawn on ``device`` in ``dtype``.
 
-    def __init__(self, path: Path, dtype: torch.dtype) -> None:
+    Normal with the config's ``initializer_range`` (transformers' init), norms at one: with a 128K
+    vocabulary the logits are near uniform, so an output rarely meets its end-of-sequence token and runs to
+    max_tokens, as vLLM's dummy weights do; what a throughput check needs is the real shapes, not the
+    values. Drawn on the device, so an 8B model costs no host memory and no copy.
+    """
+    hidden, inter = cfg["hidden_size"], cfg["intermediate_size"]
+    heads = cfg["num_attention_heads"]
+    kv_heads = cfg.get("num_key_value_heads", heads)
+    head_dim = cfg.get("head_dim") or hidden // heads
+    std = float(cfg.get("initializer_range", 0.02))
+    gen = torch.Generator(device).manual_seed(seed)
+
+    def normal(*shape: int) -> torch.Tensor:
+        return torch.empty(shape, dtype=dtype, device=device).normal_(0.0, std, generator=gen)
+
+    def ones(n: int) -> torch.Tensor:
+        return torch.ones(n, dtype=dtype, device=device)
+
+    w = {"model.embed_tokens.weight": normal(cfg["vocab_size"], hidden), "model.norm.weight": ones(hidden)}
+    if not cfg.get("tie_word_embeddings", False):
+        w["lm_head.weight"] = normal(cfg["vocab_size"], hidden)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        w[p + "input_layernorm.weight"] = ones(hidden)
+        w[p + "post_attention_layernorm.weight"] = ones(hidden)
+        for name, rows in (("q", heads * head_dim), ("k", kv_heads * head_dim), ("v", kv_heads * head_dim)):
+            w[p + f"self_attn.{name}_proj.weight"] = normal(rows, hidden)
+        w[p + "self_attn.o_proj.weight"] = normal(hidden, heads * head_dim)
+        w[p + "mlp.gate_proj.weight"] = normal(inter, hidden)
+        w[p + "mlp.up_proj.weight"] = normal(inter, hidden)
+        w[p + "mlp.down_proj.weight"] = normal(hidden, inter)
+    return w
+
+
+class Llama:
+    """A Llama-architecture checkpoint (SmolLM2 and the tiny test model), loaded from safetensors, or random
+    weights of its config.json's shapes (``random_weights``)."""
+
+    def __init__(self, path: Path, dtype: torch.dtype, device: str | torch.device = "cpu",
+                 random_weights: bool = False) -> None:
+        """Weights and rotary tables on ``device``. With ``random_weights`` only config.json is read: the
+        weights are drawn on the device (vLLM's dummy load format), so a GPU check needs no checkpoint."""
         cfg = json.loads((path / "config.json").read_text())
         if cfg.get("model_type") != "llama":
             raise ValueError(f"{path}: the CPU engine runs Llama checkpoints, not {cfg.get('model_type')!r}")
@@ -72,12 +112,15 @@ class Llama:
         self.head_dim = cfg.get("head_dim") or cfg["hidden_size"] // self.n_heads
         self.eps = cfg["rms_norm_eps"]
         self.dtype = dtype
+        self.device = torch.device(device)
 
-        w = {k: v.to(dtype) for k, v in load_file(str(path / "model.safetensors")).items()}
+        w = random_weights_of(cfg, dtype, self.device) if random_weights else self._load(path, dtype, self.device)
         self.embed = w["model.embed_tokens.weight"]
         self.lm_head = w.get("lm_head.weight", self.embed)
         self.norm = w["model.norm.weight"]
-        pack = packed_linear(dtype) or (lambda weight: functools.partial(F.linear, weight=weight))
+        # oneDNN's packed layout is a CPU one; on a GPU the plain F.linear is cuBLAS's.
+        packed = packed_linear(dtype) if self.device.type == "cpu" else None
+        pack = packed or (lambda weight: functools.partial(F.linear, weight=weight))
         self.head = pack(self.lm_head)
         self.layers = []
         for i in range(self.n_layers):
@@ -97,8 +140,14 @@ class Llama:
         inv_freq = 1.0 / theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim)
         angles = torch.outer(torch.arange(cfg["max_position_embeddings"], dtype=torch.float32), inv_freq)
         # rotate_half(x) * sin == x.roll(D/2) * sin with the first half of sin negated.
-        self.cos = torch.cat([angles.cos(), angles.cos()], dim=-1).to(dtype)
-        self.sin = torch.cat([-angles.sin(), angles.sin()], dim=-1).to(dtype)
+        self.cos = torch.cat([angles.cos(), angles.cos()], dim=-1).to(self.device, dtype)
+        self.sin = torch.cat([-angles.sin(), angles.sin()], dim=-1).to(self.device, dtype)
+
+    @staticmethod
+    def _load(path: Path, dtype: torch.dtype, device: torch.device) -> dict[str, torch.Tensor]:
+        from safetensors.torch import load_file  # here: a random-weight model runs where safetensors is absent
+
+        return {k: v.to(device, dtype) for k, v in load_file(str(path / "model.safetensors")).items()}
 
     def kv_bytes_per_token(self) -> int:
         """K and V of one token over all layers: what one token of the KV pool (in the model's dtype) costs."""

@@ -47,6 +47,7 @@ class SamplingState:
         if params.logit_bias:
             self.bias_ids = torch.tensor([t for t, _ in params.logit_bias], dtype=torch.long)
             self.bias_values = torch.tensor([b for _, b in params.logit_bias], dtype=torch.float32)
+            self.bias_placed = False
 
     @property
     def plain(self) -> bool:
@@ -63,14 +64,17 @@ class SamplingState:
         """Apply logit_bias and the penalties to one row of logits (in place)."""
         p = self.params
         if p.logit_bias:
-            # Validation's job; never crash a step.
-            if self.bias_ids.numel() and int(self.bias_ids.max()) >= len(logits):
+            if not self.bias_placed:
+                # Once per sequence: ids past the vocabulary dropped (validation's job; never crash a step), the
+                # rest moved to the logits' device (a GPU engine's), so later steps copy nothing.
                 keep = self.bias_ids < len(logits)
-                self.bias_ids, self.bias_values = self.bias_ids[keep], self.bias_values[keep]
+                self.bias_ids = self.bias_ids[keep].to(logits.device)
+                self.bias_values = self.bias_values[keep].to(logits.device)
+                self.bias_placed = True
             logits.index_add_(0, self.bias_ids, self.bias_values)
         if self.counts and (p.presence_penalty or p.frequency_penalty):
-            ids = torch.tensor(list(self.counts), dtype=torch.long)
-            counts = torch.tensor(list(self.counts.values()), dtype=torch.float32)
+            ids = torch.tensor(list(self.counts), dtype=torch.long, device=logits.device)
+            counts = torch.tensor(list(self.counts.values()), dtype=torch.float32, device=logits.device)
             logits.index_add_(0, ids, -(counts * p.frequency_penalty + p.presence_penalty))
         return logits
 
@@ -125,6 +129,6 @@ def draw(probs: torch.Tensor, top_p: float, generator: torch.Generator) -> int:
             if cdf[-1] >= top_p:
                 break
         cdf = cdf[: int((cdf - top <= top_p).sum())]  # keep tokens whose preceding mass is within top_p
-    u = torch.rand(1, generator=generator) * cdf[-1]
+    u = torch.rand(1, generator=generator).to(cdf.device) * cdf[-1]     # the sequence's own stream, on the host
     i = min(int(torch.searchsorted(cdf, u, right=True)), len(cdf) - 1)
     return int(ids[i]) if ids is not None else i
