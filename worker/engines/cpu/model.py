@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -92,6 +93,20 @@ def random_weights_of(cfg: dict, dtype: torch.dtype, device: torch.device, seed:
     return w
 
 
+def llama3_frequencies(inv_freq: torch.Tensor, rope: dict) -> torch.Tensor:
+    """Llama 3.1's rope scaling (transformers' ``_compute_llama3_parameters``): wavelengths past the original
+    context's low-frequency bound slowed by ``factor``, those under the high-frequency bound kept, and a
+    smooth blend between the two."""
+    factor, low, high = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"]
+    old = rope["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > old / low, inv_freq / factor, inv_freq)
+    smooth = (old / wavelen - low) / (high - low)
+    blended = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= old / high) & (wavelen <= old / low)
+    return torch.where(medium, blended, scaled)
+
+
 class Llama:
     """A Llama-architecture checkpoint (SmolLM2 and the tiny test model), loaded from safetensors, or random
     weights of its config.json's shapes (``random_weights``)."""
@@ -104,7 +119,7 @@ class Llama:
         if cfg.get("model_type") != "llama":
             raise ValueError(f"{path}: the CPU engine runs Llama checkpoints, not {cfg.get('model_type')!r}")
         rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
-        if rope.get("rope_type", rope.get("type", "default")) != "default":
+        if rope.get("rope_type", rope.get("type", "default")) not in ("default", "llama3"):
             raise ValueError(f"{path}: unsupported rope scaling {rope}")
         self.n_layers = cfg["num_hidden_layers"]
         self.n_heads = cfg["num_attention_heads"]
@@ -138,6 +153,8 @@ class Llama:
             )
         theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
         inv_freq = 1.0 / theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim)
+        if rope.get("rope_type", rope.get("type")) == "llama3":
+            inv_freq = llama3_frequencies(inv_freq, rope)
         angles = torch.outer(torch.arange(cfg["max_position_embeddings"], dtype=torch.float32), inv_freq)
         # rotate_half(x) * sin == x.roll(D/2) * sin with the first half of sin negated.
         self.cos = torch.cat([angles.cos(), angles.cos()], dim=-1).to(self.device, dtype)
