@@ -3,6 +3,7 @@ deployment whose worker fronts the server: a batch, an interactive stream, a can
 mid-batch (every custom_id exactly once, none failed, no attempt charged)."""
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -13,12 +14,13 @@ import pytest
 import sqlalchemy as sa
 
 from core.config import SMOLLM2, ServerEngineSettings
+from core.modelstore import load_tokenizer
 from tests.live import Deployment, chat_lines, jsonl, read_lines, wait_batch
 from tests.vllm.test_vllm_engine import SYSTEM, chat_ids
 from tests.vllm.vllm_server import BLOCK_SIZE, NUM_BLOCKS, VllmServer
 from worker.engines.base import GenRequest, GenResult, SamplingParams
+from worker.engines.logprobs import TokenNames
 from worker.engines.server import ServerEngine
-from worker.engines.server.calls import Rejected
 
 pytest.importorskip("vllm", reason="vllm is not installed in this interpreter (scripts/setup_vllm.sh installs it)")
 
@@ -136,26 +138,40 @@ def test_cancel_closes_the_request_on_the_server(server_engine: ServerEngine, se
     assert server.metric("vllm:generation_tokens_total") - generated < 3000
 
 
-def test_a_request_the_server_refuses_fails_alone_after_its_neighbours(server_engine: ServerEngine,
-                                                                      smollm2_checkpoint: Path) -> None:
-    """A 400 (prompt + max_tokens past the model's 8192-token context) is the request's own failure: the
-    engine lets the others it sent finish, then raises, so the worker charges that one alone."""
+def test_a_request_the_server_refuses_is_its_own_error_line(server_engine: ServerEngine,
+                                                            smollm2_checkpoint: Path) -> None:
+    """A 400 (prompt + max_tokens past the model's 8192-token context) fails that request alone, with the
+    server's message; its neighbours run on."""
     ids = chat_ids(smollm2_checkpoint, "Name a colour.")
-    fine = [GenRequest(1, ids, SamplingParams(max_tokens=6, temperature=0.0)),
-            GenRequest(3, ids, SamplingParams(max_tokens=6, temperature=0.0))]
-    too_long = GenRequest(2, ids, SamplingParams(max_tokens=9000, temperature=0.0))
-    taken: list[int] = []
-    done: list[int] = []
+    out = run(server_engine, [GenRequest(1, ids, SamplingParams(max_tokens=6, temperature=0.0)),
+                              GenRequest(2, ids, SamplingParams(max_tokens=9000, temperature=0.0)),
+                              GenRequest(3, ids, SamplingParams(max_tokens=6, temperature=0.0))])
+    assert out[2].error is not None and "400" in out[2].error and out[2].completion_tokens == 0
+    assert out[1].error is None and out[3].error is None and out[1].output_ids == out[3].output_ids
 
-    def plan() -> Iterator[GenRequest]:
-        for r in (fine[0], too_long, fine[1], GenRequest(4, ids, SamplingParams(max_tokens=6))):
-            taken.append(r.key)
-            yield r
 
-    with pytest.raises(Rejected, match="400"):
-        for r in server_engine.generate(plan()):
-            done.append(r.key)
-    assert taken == [1, 2, 3, 4] and sorted(done) == [1, 3, 4]     # every other request sent finished first
+def test_choices_logprobs_and_a_json_schema_reach_the_server(server_engine: ServerEngine,
+                                                             smollm2_checkpoint: Path) -> None:
+    """n choices come back as the result's choices, logprobs named by token id as the other engines name
+    them (the k likeliest each), and a JSON schema constrains the output (vLLM's structured outputs)."""
+    ids = chat_ids(smollm2_checkpoint, "Describe a cat in a few words.")
+    schema = json.dumps({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
+                         "additionalProperties": False}, sort_keys=True, separators=(",", ":"))
+    out = run(server_engine, [GenRequest(1, ids, SamplingParams(max_tokens=8, seed=1, n=3, logprobs=2,
+                                                                logit_bias=NO_EOS)),
+                              GenRequest(2, ids, SamplingParams(max_tokens=16, temperature=0.0, json_schema=schema,
+                                                                strict_schema=True))])
+    names = TokenNames(load_tokenizer(smollm2_checkpoint))
+    first = out[1]
+    every = [first, *first.choices]
+    assert len(every) == 3 and first.completion_tokens == 24
+    for c in every:
+        assert len(c.output_ids) == 8 and c.logprobs is not None
+        assert [e.token for e in c.logprobs] == [names.name(t)[0] for t in c.output_ids]
+        assert all(len(e.top) == 2 and 0 >= e.top[0].logprob >= e.top[1].logprob and e.logprob <= 0
+                   for e in c.logprobs)
+    # Unconstrained, the model describes a cat; under the schema it starts the object the schema asks for.
+    assert "".join(out[2].text.split()).startswith('{"ok":')
 
 
 @pytest.fixture(scope="module")

@@ -21,9 +21,13 @@ A server that dies or restarts loses nothing. A request whose connection fails, 
 engine then sends nothing and probes ``/health`` with a growing back-off until the server answers, reads
 its capacity again (a restart may change it), and sends the handed-back requests first. While requests are
 in flight it probes ``/health`` every ``health_interval_s`` as well, so a server that hangs without closing
-its connections is found too. Only an error the server gives about the request itself (a 400, a 500) is
-the request's own failure: the engine stops taking new requests, lets the others finish, and then raises,
-so the worker counts an attempt for that request alone (worker/service.py runs it alone after that).
+its connections is found too. A 4xx about the request itself (past the context, a parameter refused) is
+its error line at once (``GenResult.error``), and the stream runs on. A 500 may be the request's fault:
+the engine stops taking new requests, lets the others finish, and then raises, so the worker counts an
+attempt for that request alone (worker/service.py runs it alone after that).
+
+n > 1, logprobs and structured output (a JSON schema) go to the server as its API spells them
+(worker/engines/server/calls.py).
 """
 from __future__ import annotations
 
@@ -44,7 +48,8 @@ import httpx
 
 from core.config import ServerEngineSettings
 from worker.engines.base import EngineStats, GenRequest, GenResult
-from worker.engines.server.calls import Rejected, Unavailable, complete, stream
+from worker.engines.logprobs import TokenNames
+from worker.engines.server.calls import Refused, Rejected, Unavailable, complete, stream
 from worker.engines.server.discovery import NoModel, ServerInfo, discover
 
 log = logging.getLogger("blendserve.worker.server")
@@ -80,6 +85,7 @@ class ServerEngine:
         self.url = base_url(settings.url)
         self._tokenizer_path = model_path if model_path is not None and Path(model_path).is_dir() else None
         self._tokenizer: Any = None
+        self._token_names: TokenNames | None = None
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="server-engine")
         self.thread.start()
@@ -125,7 +131,7 @@ class ServerEngine:
         self._flight = flight
         done: queue.Queue[tuple[int, Future]] = queue.Queue()
         again: list[tuple[int, int, GenRequest]] = []   # (seq, key, request) handed back by a lost server
-        streamed: dict[int, int] = {}                   # interactive key -> tokens its caller already has
+        streamed: dict[int, dict[int, int]] = {}        # interactive key -> choice -> tokens its caller has
         waiting: GenRequest | None = None               # taken from the stream; the window had no room yet
         exhausted, rejected = False, None
         used, batch_in_flight = 0, 0
@@ -229,6 +235,10 @@ class ServerEngine:
                     if error is None:
                         streamed.pop(key, None)
                         yield fut.result()
+                    elif isinstance(error, Refused):        # the server's answer about this request alone
+                        streamed.pop(key, None)
+                        log.warning("the server refused request %d: %s", key, error)
+                        yield GenResult(key, [], "", "stop", len(f.request.input_ids), 0, error=str(error))
                     elif isinstance(error, Unavailable):
                         hand_back(f)
                         if self._up:
@@ -237,7 +247,7 @@ class ServerEngine:
                             self._up, self._backoff = False, FIRST_PROBE_S
                             self._probe_at = time.monotonic() + FIRST_PROBE_S
                     else:
-                        log.warning("the server refused request %d: %s", key, error)
+                        log.warning("the server failed on request %d: %s", key, error)
                         rejected = rejected or error
             if rejected is not None:
                 raise rejected if isinstance(rejected, Rejected) else Rejected(str(rejected))
@@ -249,17 +259,14 @@ class ServerEngine:
 
     # -- the event loop's side ---------------------------------------------------------------------
 
-    async def _one(self, request: GenRequest, streamed: dict[int, int]) -> GenResult:
-        vllm = self.info.kind == "vllm"
-        encode = None if vllm else self._encoder()
+    async def _one(self, request: GenRequest, streamed: dict[int, dict[int, int]]) -> GenResult:
+        kind = self.info.kind
+        encode = None if kind == "vllm" else self._encoder()
+        names = self._names() if request.params.logprobs is not None else None
         if request.on_tokens is None:
-            return await complete(self.client, request, self.info.model, vllm, encode)
-
-        def delivered(n: int) -> None:
-            streamed[request.key] = streamed.get(request.key, 0) + n
-
-        return await stream(self.client, request, self.info.model, vllm, encode, streamed.get(request.key, 0),
-                            delivered)
+            return await complete(self.client, request, self.info.model, kind, encode, names)
+        return await stream(self.client, request, self.info.model, kind, encode, names,
+                            streamed.setdefault(request.key, {}))
 
     async def _probe(self, refresh: bool) -> ServerInfo | None:
         """Raises unless the server answers /health (and, after an outage, tells its figures again)."""
@@ -293,14 +300,24 @@ class ServerEngine:
                 time.sleep(wait)
                 wait = min(wait * 2, self.settings.retry_max_s)
 
-    def _encoder(self) -> Callable[[str], list[int]] | None:
-        """Text to token ids with the model's tokenizer, for servers that return text only (loaded once)."""
+    def _load_tokenizer(self) -> Any:
+        """The model's tokenizer where the worker has its checkpoint (loaded once); None otherwise."""
         if self._tokenizer is None and self._tokenizer_path is not None:
             from core.modelstore import load_tokenizer
 
             self._tokenizer = load_tokenizer(self._tokenizer_path)
-        tok = self._tokenizer
+        return self._tokenizer
+
+    def _encoder(self) -> Callable[[str], list[int]] | None:
+        """Text to token ids, for servers that return text only."""
+        tok = self._load_tokenizer()
         return None if tok is None else (lambda text: tok(text, add_special_tokens=False)["input_ids"])
+
+    def _names(self) -> TokenNames | None:
+        """Token ids to logprobs' texts and bytes, as the other engines name them."""
+        if self._token_names is None and (tok := self._load_tokenizer()) is not None:
+            self._token_names = TokenNames(tok)
+        return self._token_names
 
     def close(self) -> None:
         if self.loop.is_closed():
