@@ -69,7 +69,7 @@ def random_weights_of(cfg: dict, dtype: torch.dtype, device: torch.device, seed:
     kv_heads = cfg.get("num_key_value_heads", heads)
     head_dim = cfg.get("head_dim") or hidden // heads
     std = float(cfg.get("initializer_range", 0.02))
-    gen = torch.Generator(device).manual_seed(seed)
+    gen = torch.Generator(device).manual_seed(seed) if device.type != "meta" else None   # meta: shapes only
 
     def normal(*shape: int) -> torch.Tensor:
         return torch.empty(shape, dtype=dtype, device=device).normal_(0.0, std, generator=gen)
