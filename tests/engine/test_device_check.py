@@ -99,3 +99,20 @@ def test_random_weights_engine_takes_ids_and_runs_to_max_tokens(tmp_path: Path) 
     assert len(results[1].logprobs) == 9 and results[1].logprobs[0].token.startswith("<")
     with pytest.raises(ValueError, match="tokenizer"):
         list(engine.generate([GenRequest(9, [5, 6], SamplingParams(max_tokens=2, json_schema='{"type": "object"}'))]))
+
+
+def test_random_weights_with_a_smaller_tokenizer_decode_what_it_knows(tmp_path: Path, tiny_model: Path) -> None:
+    """The service's way to run random weights: a tokenizer beside config.json (the tiny model's 512 tokens
+    here, SmolLM2's 49K in practice) validates and renders prompts; ids past it decode to nothing."""
+    directory = small_config(tmp_path)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"):
+        if (tiny_model / name).is_file():
+            (directory / name).write_bytes((tiny_model / name).read_bytes())
+    engine = CpuEngine(directory, "small", threads=1, kv_capacity_tokens=2048,
+                       config=CpuEngineSettings(load_format="dummy", native=False))
+    assert not isinstance(engine.tokenizer, IdTokenizer) and not engine.eos
+    [result] = engine.generate([GenRequest(0, [5, 6, 7], SamplingParams(max_tokens=6, temperature=1.0, seed=3,
+                                                                        logprobs=1))])
+    assert len(result.output_ids) == 6 and len(result.logprobs) == 6
+    assert max(result.output_ids) >= 512      # a 128K vocabulary's ids, most past the tokenizer's
+    assert result.text == engine.tokenizer.decode([t for t in result.output_ids if t < 512])
