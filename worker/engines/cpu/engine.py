@@ -150,6 +150,7 @@ class CpuEngine:
 
     def _fresh_cache(self) -> None:
         m = self.model
+        self.pool = None     # a GPU pool's memory goes back before the next is allocated (no two at once)
         self.pool = KVPool(m.n_layers, m.n_kv_heads, m.head_dim, self.num_blocks, self.block_size, m.dtype,
                            self.device)
         self.blocks = BlockManager(self.num_blocks, self.block_size)

@@ -101,7 +101,8 @@ class GrammarState:
             self._fill()
         self.pending = None
         row = logits.view(1, -1)
-        self.grammars.xgr.apply_token_bitmask_inplace(row, self.bitmask, vocab_size=self.grammars.vocab_size)
+        bitmask = self.bitmask.to(row.device, non_blocking=True)    # xgrammar masks on the logits' device
+        self.grammars.xgr.apply_token_bitmask_inplace(row, bitmask, vocab_size=self.grammars.vocab_size)
 
     def accept(self, token: int) -> None:
         """Advance by the token chosen (always one the mask allowed); a stop token ends the matcher."""
