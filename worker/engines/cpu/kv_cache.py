@@ -147,11 +147,11 @@ class PagedAttention:
         self.all_decode = not self.prefills and (
             len(self.decodes) == 1 and self.decodes[0].queries == 1 and self.kernel_decodes is None
             or not self.decodes and self.kernel_decodes is not None)
-        if (device := pool.device).type != "cpu":   # the step's indices and masks, to the pool's device once
-            self.slots = self.slots.to(device, non_blocking=True)
-            self.prefills = [(row, n, start, table.to(device, non_blocking=True))
-                             for row, n, start, table in self.prefills]
-            self.decodes = [_on(g, device) for g in self.decodes]
+        # The step's indices and masks, to the pool's device once (on a CPU, where they are, a no-op).
+        device = pool.device
+        self.slots = self.slots.to(device, non_blocking=True)
+        self.prefills = [(row, n, start, table.to(device, non_blocking=True)) for row, n, start, table in self.prefills]
+        self.decodes = [_on(g, device) for g in self.decodes]
 
     @staticmethod
     def _kernel_group(chunks: list[Chunk]) -> _KernelDecodes:
