@@ -7,8 +7,16 @@ is restarted by its supervisor; an extra role is restarted here. At the end the 
 `completed` with every custom_id exactly once across the output and error files, and no error line
 (every input line is valid).
 
+With --engine-server vllm the stops hit the engine instead: the worker runs `--engine openai` in front of
+vLLM's own OpenAI server (a child process here), and that server is SIGKILLed and started again
+--server-kills times at spread points of the batch (a seeded share of the lines done, each kill while
+requests are in flight). Checked besides: no line failed, and no request was charged an attempt (a lost
+server is not the request's fault). It needs an interpreter that imports both BlendServe and vLLM:
+
     python -m benchmarks.chaos --backend sqlite --stops 20 --requests 500
     python -m benchmarks.chaos --backend postgresql --workers 2 --schedulers 2 --stops 20 --requests 500
+    scripts/setup_vllm.sh .venv-vllm/bin/python -m benchmarks.chaos --engine-server vllm --server-kills 5 \
+        --requests 200 --max-tokens 32
 """
 from __future__ import annotations
 
@@ -16,15 +24,19 @@ import argparse
 import os
 import random
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import httpx
 import openai
+import sqlalchemy as sa
 
-from benchmarks.deployment import READY, Deployment, chat_lines, jsonl, pg_schema_url, read_lines
+from benchmarks.deployment import READY, Deployment, chat_lines, free_port, jsonl, pg_schema_url, read_lines
 from benchmarks.harness import emit
 
 MISSED = -1.0          # _stop found no process: the role was still being restarted
@@ -177,6 +189,168 @@ def _stop(d: Deployment, target: str, sig: int) -> float | None:
     return took if sig == signal.SIGTERM else None
 
 
+@dataclass
+class ServerKillReport:
+    engine_server: str
+    backend: str
+    requests: int
+    max_tokens: int
+    seed: int
+    kills: list[dict] = field(default_factory=list)     # {at_s, done_before, running, waiting, down_s, start_s}
+    status: str = ""
+    completed: int = 0
+    failed: int = 0
+    error_lines: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    max_attempts: int | None = None
+    worker_lost_server: int = 0         # the worker's "lost the server" lines
+    worker_server_back: int = 0         # its "answers again" lines
+    total_s: float = 0.0
+    finish_after_last_restart_s: float = 0.0
+
+    @property
+    def whole(self) -> bool:
+        """Every line once, none failed, none charged an attempt for the server's outages."""
+        return (self.status == "completed" and self.lost == self.duplicated == self.failed == self.error_lines == 0
+                and self.max_attempts == 0)
+
+
+class VllmServer:
+    """vLLM's OpenAI server (`python -m vllm.entrypoints.openai.api_server`; the CPU build's `vllm` command
+    fails on its package name) as a child process in a session of its own, so a kill takes its engine core
+    too. It comes back on the same port, as a restarted pod behind a Service does."""
+
+    def __init__(self, checkpoint: Path, name: str, log_path: Path, max_num_seqs: int) -> None:
+        from worker.engines.vllm import default_dtype
+
+        self.port, self.log_path = free_port(), log_path
+        self.url = f"http://127.0.0.1:{self.port}"
+        # --generation-config vllm: only the request's own sampling fields (README, the openai engine).
+        self.args = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(checkpoint),
+                     "--served-model-name", name, "--host", "127.0.0.1", "--port", str(self.port),
+                     "--dtype", default_dtype(), "--enforce-eager", "--seed", "0",
+                     "--max-num-seqs", str(max_num_seqs), "--block-size", "32", "--num-gpu-blocks-override", "512",
+                     "--max-num-batched-tokens", "2048", "--enable-prompt-tokens-details",
+                     "--generation-config", "vllm"]
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 600) -> float:
+        """Start it and wait for /health; returns the seconds that took."""
+        t0 = time.time()
+        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+               "HF_HUB_OFFLINE": "1"}
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.args, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        while time.time() - t0 < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the vLLM server exited with {self.proc.returncode}: see {self.log_path}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return time.time() - t0
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise TimeoutError(f"the vLLM server did not come up in {timeout:.0f}s: see {self.log_path}")
+
+    def kill(self) -> None:
+        """SIGKILL the server's whole session (API process and engine core): a crash, not a shutdown."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+        self.proc = None
+
+    def requests_now(self) -> tuple[int, int]:
+        """Requests running and waiting in the server, from its /metrics ((-1, -1): it did not answer)."""
+        try:
+            text = httpx.get(f"{self.url}/metrics", timeout=5).text
+        except httpx.HTTPError:
+            return -1, -1
+
+        def total(name: str) -> int:
+            return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                           if line.startswith(name + "{") or line.startswith(name + " ")))
+        return total("vllm:num_requests_running"), total("vllm:num_requests_waiting")
+
+
+def kill_points(requests: int, kills: int, rng: random.Random) -> list[int]:
+    """Lines done at which each kill comes: one in each of kills equal slices of the batch's middle
+    (its first and last 5% left alone), at a seeded place in its slice."""
+    lo, hi = 0.05 * requests, 0.95 * requests
+    width = (hi - lo) / kills
+    return [int(lo + width * (i + rng.uniform(0.2, 0.8))) for i in range(kills)]
+
+
+def run_server_kills(data_dir: Path, model: str, checkpoint: Path, backend: str = "sqlite", requests: int = 200,
+                     kills: int = 5, seed: int = 0, max_tokens: int = 32, max_num_seqs: int = 16,
+                     down_s: tuple[float, float] = (0.0, 15.0), timeout_s: float = 3600,
+                     **env: str) -> ServerKillReport:
+    """A batch through a worker in front of a vLLM server that is SIGKILLed `kills` times mid-batch. Each
+    restart comes after a seeded pause in down_s (0: at once; longer: past the worker's probe back-off)."""
+    rng = random.Random(seed)
+    url = "" if backend == "sqlite" else pg_schema_url()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = VllmServer(checkpoint, model, data_dir / "vllm-server.log", max_num_seqs)
+    rep = ServerKillReport("vllm", backend, requests, max_tokens, seed)
+    d = Deployment(data_dir, url, f"{model}={checkpoint}", **env)
+    try:
+        server.start()
+        for role in ("api", "scheduler"):
+            d.start(role)
+        d.start("worker", None, "--engine", "openai", "--url", server.url)
+        d.wait_ready(timeout=300)
+        c = d.client()
+        rows = chat_lines(requests, model, max_tokens=max_tokens, prefix="chaos ")
+        f = c.files.create(file=("chaos.jsonl", jsonl(rows)), purpose="batch")
+        t0 = time.time()
+        b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+        last_restart = t0
+        now = b
+        for point in kill_points(requests, kills, rng):
+            while (now := _poll(c, b.id) or now).status != "completed" and now.request_counts.completed < point:
+                if time.time() - t0 > timeout_s:
+                    break
+                time.sleep(0.2)
+            if now.status == "completed":
+                break
+            running, waiting = server.requests_now()
+            at = time.time()
+            server.kill()
+            pause = 0.0 if rng.random() < 0.4 else rng.uniform(*down_s)
+            time.sleep(pause)
+            started = server.start()
+            last_restart = time.time()
+            rep.kills.append({"at_s": round(at - t0, 1), "done_before": now.request_counts.completed,
+                              "running": running, "waiting": waiting, "pause_s": round(pause, 1),
+                              "down_s": round(last_restart - at, 1), "start_s": round(started, 1)})
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            now = _poll(c, b.id) or now
+            if now.status in ("completed", "failed", "expired", "cancelled"):
+                break
+            time.sleep(0.5)
+        rep.total_s = round(time.time() - t0, 1)
+        rep.finish_after_last_restart_s = round(time.time() - last_restart, 1)
+        rep.status, rep.failed = now.status, now.request_counts.failed
+        out, err = read_lines(c, now.output_file_id), read_lines(c, now.error_file_id)
+        seen = Counter(x["custom_id"] for x in out + err)
+        rep.completed, rep.error_lines = len(out), len(err)
+        rep.lost = sum(1 for r in rows if r["custom_id"] not in seen)
+        rep.duplicated = sum(n - 1 for n in seen.values() if n > 1)
+        db = sa.create_engine(url or f"sqlite:///{data_dir / 'blendserve.db'}")
+        with db.connect() as conn:
+            rep.max_attempts = conn.execute(sa.text("SELECT max(attempts) FROM requests")).scalar()
+        db.dispose()
+        log = d.log("worker", tail=None)
+        rep.worker_lost_server = log.count("lost the server")
+        rep.worker_server_back = log.count("answers again")
+        return rep
+    finally:
+        d.stop()
+        server.kill()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
@@ -189,11 +363,25 @@ def main() -> None:
     ap.add_argument("--gap", type=float, nargs=2, default=(2.0, 6.0), metavar=("MIN_S", "MAX_S"),
                     help="seconds between stops, drawn uniformly")
     ap.add_argument("--max-batch", type=int, help="BLENDSERVE_CPU_MAX_BATCH: a smaller batch makes a longer run")
+    ap.add_argument("--engine-server", choices=("vllm",),
+                    help="stop the engine server instead: a worker with --engine openai in front of it")
+    ap.add_argument("--server-kills", type=int, default=5, help="with --engine-server: SIGKILLs of the server")
+    ap.add_argument("--max-num-seqs", type=int, default=16, help="with --engine-server: the server's running cap")
+    ap.add_argument("--models-dir", type=Path, help="with --engine-server: where SmolLM2's checkpoint is (made)")
     ap.add_argument("--out", type=Path, help="append the report as one JSON line")
     args = ap.parse_args()
     from core.modelstore import build_tiny_model
 
     tmp = Path(tempfile.mkdtemp(prefix="bs-chaos-"))
+    if args.engine_server:
+        from core.config import SMOLLM2
+        from core.modelstore import ensure_checkpoint, smollm2_gguf_path
+
+        checkpoint = ensure_checkpoint(smollm2_gguf_path(), args.models_dir or tmp / "models")
+        rep = run_server_kills(tmp / "data", SMOLLM2, checkpoint, args.backend, args.requests, args.server_kills,
+                               args.seed, args.max_tokens, args.max_num_seqs)
+        emit({**asdict(rep), "whole": rep.whole, "max_num_seqs": args.max_num_seqs}, args.out)
+        return
     tiny = build_tiny_model(tmp / "tiny")
     rep = run_chaos(tmp / "data", f"tiny-llama={tiny}", args.backend, args.requests, args.stops, args.workers,
                     args.schedulers, args.seed, args.max_tokens, tuple(args.gap),
