@@ -105,7 +105,7 @@ def test_models_and_errors(deployment):
     with pytest.raises(openai.NotFoundError):
         c.batches.retrieve("batch_nope")
     f = c.files.create(file=("m.jsonl", jsonl(chat_lines(1, TINY))), purpose="batch")
-    for kwargs, param in (({"endpoint": "/v1/embeddings"}, "endpoint"),
+    for kwargs, param in (({"endpoint": "/v1/moderations"}, "endpoint"),
                           ({"completion_window": "1h"}, "completion_window"),
                           ({"metadata": {f"k{i}": "v" for i in range(17)}}, "metadata"),
                           ({"metadata": {"k": "v" * 513}}, "metadata")):
