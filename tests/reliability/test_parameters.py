@@ -24,8 +24,6 @@ def check(info, **body) -> ValidRequest | LineError:
 
 
 @pytest.mark.parametrize("body", [
-    {"response_format": {"type": "json_object"}},
-    {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}},
     {"prediction": {"type": "content", "content": "x"}},
     {"reasoning_effort": "high"},
     {"web_search_options": {}},
@@ -40,6 +38,7 @@ def test_parameters_no_engine_applies_are_refused(info, body):
 
 @pytest.mark.parametrize("body", [
     {"response_format": {"type": "text"}}, {"response_format": None}, {"reasoning_effort": None},
+    {"response_format": {"type": "json_object"}},
     {"user": "u-1", "metadata": {"k": "v"}, "store": False, "service_tier": "auto"},
     {"logit_bias": {"42": -100, "7": 100, "0": 0.5}}, {"logit_bias": None}, {"logit_bias": {}},
     {"presence_penalty": 1.5, "frequency_penalty": -2.0}, {"stop": []},
