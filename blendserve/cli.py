@@ -21,6 +21,8 @@ import sys
 import threading
 import time
 
+from pydantic import ValidationError
+
 from core.config import PLANNERS, Settings, get_settings
 from core.heap import freeze_startup_heap
 from core.logs import configure as configure_logging
@@ -64,7 +66,7 @@ def cmd_api(args: argparse.Namespace) -> int:
 
     s = _settings(args)
     # In JSON mode uvicorn's own loggers go through the root handler (core/logs.py) too.
-    own = {"log_config": None} if os.environ.get("BLENDSERVE_LOG_FORMAT", "").lower() == "json" else {}
+    own = {"log_config": None} if s.log_format == "json" else {}
     app = create_app(s)
     freeze_startup_heap()
     uvicorn.run(app, host=_host(s, args.host), port=args.port, log_level=args.log_level.lower(),
@@ -245,7 +247,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return client(argv[0], argv[1:])
     args = parser().parse_args(argv)
-    configure_logging(args.log_level)
+    try:
+        fmt = get_settings().log_format
+    except ValidationError as e:            # a bad BLENDSERVE_* value: say which, not a traceback
+        raise SystemExit(f"blendserve: invalid setting\n{e}") from None
+    configure_logging(args.log_level, fmt)
     return args.fn(args)
 
 

@@ -32,9 +32,9 @@ def load_engine(kind: str, model_path: Path, model_name: str, settings: Settings
         return SGLangEngine(model_path, model_name, tp=settings.tp, options=settings.sglang,
                             speculative=SpecConfig.from_settings(settings.spec))
     if kind == "vllm":
-        from worker.engines.vllm import VllmEngine
+        from worker.engines.vllm import VllmEngine, VllmOptions
 
-        return VllmEngine(model_path, model_name)
+        return VllmEngine(model_path, model_name, VllmOptions.from_settings(settings.vllm, settings.spec))
     if kind == "openai":
         from worker.engines.server import ServerEngine
 
@@ -42,5 +42,5 @@ def load_engine(kind: str, model_path: Path, model_name: str, settings: Settings
     if kind == "echo":
         from worker.engines.echo import EchoEngine
 
-        return EchoEngine(model_name)
+        return EchoEngine(model_name, config=settings.echo)
     raise ValueError(f"engine {kind!r} is not available; choose one of {ENGINES}")
