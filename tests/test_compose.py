@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {"MODEL_DIR": "/models/Llama-3.1-8B-Instruct", "BLENDSERVE_API_KEYS": "k1", "MODEL_NAME": "llama"}
+ENV = {"MODEL_DIR": "/models/Llama-3.1-8B-Instruct", "BLENDSERVE_API_KEYS": "k1", "MODEL_NAME": "llama",
+       "BLENDSERVE_WORKER_SECRET": "s1"}
 VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -115,9 +116,10 @@ def test_servers_profile_puts_a_slim_worker_in_front_of_an_engine_server() -> No
     assert devices(doc["services"]["sglang-server"]) == ["0"]
 
 
-def test_missing_api_keys_refuse_to_render() -> None:
+@pytest.mark.parametrize("required", ["BLENDSERVE_API_KEYS", "BLENDSERVE_WORKER_SECRET"])
+def test_missing_keys_or_worker_secret_refuse_to_render(required: str) -> None:
     with pytest.raises((ValueError, subprocess.CalledProcessError)):
-        render(["gpus-1"], {k: v for k, v in ENV.items() if k != "BLENDSERVE_API_KEYS"})
+        render(["gpus-1"], {k: v for k, v in ENV.items() if k != required})
 
 
 def test_a_key_compose_does_not_know_fails_the_schema(tmp_path: Path) -> None:
