@@ -20,8 +20,6 @@ weights are random, drawn on the device from config.json alone.
 """
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -42,16 +40,13 @@ from worker.engines.cpu.scheduler import ScheduledChunk, Scheduler, Sequence, St
 from worker.engines.cpu.speculative import PromptLookup, SpecConfig, SpecStats
 from worker.engines.cpu.stops import StopChecker
 from worker.engines.logprobs import TokenNames
+from worker.engines.threads import DEFAULT_THREADS, one_thread
 
 if TYPE_CHECKING:     # pydantic only where settings are read: the engine also runs where only torch is installed
     from core.config import CpuEngineSettings
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 
-# Torch threads by default: every CPU the process may run on. During a batch the API and the
-# scheduler are idle, and on 2 cores two threads ran the prefix file 1.33x faster than one
-# (BENCHMARKS.md, CPU engine).
-DEFAULT_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 # While interactive requests arrived in the last RUSH_WINDOW_S, a step carries at most
 # ``rush_tokens`` (BLENDSERVE_CPU_RUSH_TOKENS) of batch work, decodes and prefill together (the
 # oldest sequences first; the rest keep their blocks and wait). Since a new interactive prompt cuts
@@ -62,25 +57,6 @@ DEFAULT_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity
 # chats' first token within 1.1-1.3x of idle either way, their 24 tokens in ~4.9 s at 256 and ~2.5 s
 # at 96 (BENCHMARKS.md, interactive latency). The window covers the gaps of a steady trickle (1/s).
 RUSH_WINDOW_S = 10.0
-
-
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """Torch ops in this block run on one thread, so they start no OpenMP team in the calling thread.
-
-    The worker loads its engine in the main thread and runs it in a rank thread. Once
-    two threads have each run a parallel region, OpenMP (libgomp) manages more threads
-    than there are CPUs and stops spinning between regions: every op then waits tens
-    of microseconds for the team's threads to wake. Measured on 2 cores: an add
-    7.6 -> 67 us, the longgen file through the engine 41.3 -> 51.2 s (BENCHMARKS.md,
-    CPU engine). ``generate`` sets the engine's threads in the thread that steps.
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 class CpuEngine:
@@ -123,7 +99,7 @@ class CpuEngine:
         self.context = context_length(model_path)
         if dtype is None:    # bfloat16 on a GPU; on a CPU where it multiplies natively
             dtype = default_dtype() if self.device.type == "cpu" else torch.bfloat16
-        with _one_thread():
+        with one_thread():
             self.model = Llama(model_path, dtype, self.device, random_weights=dummy)
         if self.tokenizer is None:
             self.tokenizer = IdTokenizer(int(self.model.embed.shape[0]))
@@ -182,7 +158,7 @@ class CpuEngine:
                  cancelled: Callable[[int], bool] | None = None,
                  urgent: Callable[[], list[GenRequest]] | None = None,
                  cancel_epoch: Callable[[], int] | None = None) -> Iterator[GenResult]:
-        torch.set_num_threads(self.threads)    # in the thread that runs the steps: see _one_thread
+        torch.set_num_threads(self.threads)    # in the thread that runs the steps: see worker/engines/threads.py
         stream = iter(requests)
         self._choices.clear()
         sched = self._sched = Scheduler(self.blocks, self.max_running, self.step_tokens,

@@ -16,8 +16,6 @@ sub-batch of their own, so one waits for at most one sub-batch of batch work.
 """
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +27,8 @@ import torch
 from core.embeddings import split
 from core.embedstore import normalizes, pooling
 from worker.engines.base import EngineStats, GenRequest, GenResult, device_profile
+from worker.engines.threads import DEFAULT_THREADS, one_thread
 
-DEFAULT_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 # Tokens of requests one step takes from the stream: the window sorted by length. Larger windows pad less;
 # the step's results wait for the whole window.
 STEP_TOKENS = 16384
@@ -45,18 +43,6 @@ class EmbedResult(GenResult):
     vectors: Any = None
 
 
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """Load on one torch thread: the engine runs in another thread, which sets its own count (two threads that
-    each ran a parallel region leave OpenMP with more threads than CPUs; see worker/engines/cpu/engine.py)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 class EmbeddingEngine:
     def __init__(self, model_path: Path, model_name: str, threads: int | None = None,
                  step_tokens: int = STEP_TOKENS, sub_batch_tokens: int = SUB_BATCH_TOKENS) -> None:
@@ -66,7 +52,7 @@ class EmbeddingEngine:
         self.threads = threads or DEFAULT_THREADS
         self.step_tokens, self.sub_batch_tokens = step_tokens, sub_batch_tokens
         path = Path(model_path)
-        with _one_thread():
+        with one_thread():
             self.model = BertModel.from_pretrained(str(path), add_pooling_layer=False,
                                                    torch_dtype=torch.float32).eval()
         self.pad_id = int(self.model.config.pad_token_id or 0)
