@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from core.bodies import BodyError, ModelInfo
+from core.fields import SPECIAL_MARGIN, BodyError, ModelInfo, utf8_len
 
 ENDPOINT = "/v1/embeddings"
 SEGMENT = -1            # between two inputs' token ids in one request's array
@@ -168,10 +168,8 @@ def context_error(ids: list[int], info: ModelInfo) -> BodyError | None:
 
 
 def bound(inputs: EmbedInputs) -> int:
-    """An upper bound of the longest input's tokens, without tokenizing (core.bodies.SPECIAL_MARGIN's rule:
+    """An upper bound of the longest input's tokens, without tokenizing (core.fields.SPECIAL_MARGIN's rule:
     a WordPiece token covers at least one byte of the text, plus [CLS] and [SEP])."""
-    from core.bodies import SPECIAL_MARGIN, utf8_len
-
     if inputs.ids is not None:
         return max(map(len, inputs.ids))
     return max(map(utf8_len, inputs.texts)) + SPECIAL_MARGIN

@@ -16,8 +16,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from core.bodies import BodyError, check_int, check_messages, check_number
+from core.fields import BodyError, check_int, check_messages, check_number
 from core.ids import new_id
+from core.structured import schema_constraint
 
 ENDPOINT = "/v1/responses"
 # Applied, or describing the caller (no effect on the output): accepted.
@@ -53,8 +54,6 @@ def check_text(text: Any) -> None:
     """`text`: {"format": ...}: text (the default), `json_schema` (OpenAI's strict subset) or `json_object`,
     checked and later applied by the machinery chat's `response_format` uses (core/structured.py); `verbosity`
     only at its default."""
-    from core.structured import schema_constraint
-
     if text is None:
         return
     if not isinstance(text, dict) or not text.keys() <= {"format", "verbosity"}:

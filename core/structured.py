@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from core.bodies import BodyError
+from core.fields import BodyError
 
 TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
 FORMATS = ("date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid")

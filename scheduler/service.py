@@ -26,9 +26,10 @@ import uuid
 
 from sqlalchemy import or_, update
 
-from core.bodies import ModelInfo, model_info
+from core.bodies import model_info
 from core.config import Settings
 from core.db import make_engine, make_sessionmaker
+from core.fields import ModelInfo
 from core.migrate import upgrade
 from core.models import Lease
 from core.served import model_paths

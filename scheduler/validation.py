@@ -22,17 +22,8 @@ from typing import Any
 import orjson
 
 from core import embeddings, responses_api
-from core.bodies import (
-    PROMPT_KEYS,
-    SPECIAL_MARGIN,
-    BodyError,
-    ModelInfo,
-    check_int,
-    check_messages,
-    check_sampling,
-    tokenize,
-    utf8_len,
-)
+from core.bodies import PROMPT_KEYS, check_sampling, tokenize
+from core.fields import SPECIAL_MARGIN, BodyError, ModelInfo, check_int, check_messages, utf8_len
 
 MAX_ERRORS = 100
 

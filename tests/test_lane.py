@@ -7,7 +7,7 @@ from pathlib import Path
 
 from core.modelstore import load_tokenizer
 from worker.engines.base import GenRequest, SamplingParams
-from worker.interactive import _TextStream
+from worker.http_io import TextStream
 from worker.lane import Lane
 
 P = SamplingParams(max_tokens=4)
@@ -60,7 +60,7 @@ def test_a_cancelled_request_never_reaches_the_engine() -> None:
 def test_stream_deltas_add_up_to_the_final_text_and_stop_short_of_a_stop_string(tiny_model: Path) -> None:
     tok = load_tokenizer(tiny_model)
     ids = tok("The cat sat on the mat. STOP and then more text", add_special_tokens=False)["input_ids"]
-    stream = _TextStream(tok, ("STOP",))
+    stream = TextStream(tok, ("STOP",))
     deltas = [stream.add([t]) for t in ids]
     full = tok.decode(ids, skip_special_tokens=True)
     final = full[:full.index("STOP")]
@@ -72,7 +72,7 @@ def test_stream_deltas_add_up_to_the_final_text_and_stop_short_of_a_stop_string(
 def test_stream_deltas_without_stops_follow_every_token(tiny_model: Path) -> None:
     tok = load_tokenizer(tiny_model)
     ids = tok("héllo wörld, ünïcode ☃ done", add_special_tokens=False)["input_ids"]
-    stream = _TextStream(tok, ())
+    stream = TextStream(tok, ())
     deltas = [stream.add([t]) for t in ids]
     full = tok.decode(ids, skip_special_tokens=True)
     assert "".join(deltas) == full and "\ufffd" not in "".join(deltas)

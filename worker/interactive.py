@@ -21,20 +21,18 @@ import dataclasses
 import hmac
 import json
 import logging
-import queue
-import select
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from core.bodies import BodyError, ModelInfo, check_interactive
+from core.bodies import check_interactive
 from core.config import WORKER_SECRET_HEADER, get_settings
+from core.fields import BodyError, ModelInfo
 from core.ids import new_id
-from core.structured import ToolCall
 from worker import interactive_api
 from worker.engines.base import GenRequest, GenResult
+from worker.http_io import Call, TextStream, error_body, send_json
 from worker.lane import Lane
 from worker.responses import (
     chat_logprobs,
@@ -52,56 +50,10 @@ ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
 MAX_BODY = 8 * 1024 * 1024
 
 
-class _Call:
-    """One interactive request in flight: the engine thread puts tokens and the result, its HTTP thread reads."""
-
-    def __init__(self, key: int, endpoint: str, tool: ToolCall | None = None) -> None:
-        self.key, self.endpoint, self.finished, self.tool = key, endpoint, False, tool
-        self.events: queue.Queue[tuple[str, Any]] = queue.Queue()
-
-
-class _TextStream:
-    """Token ids in, text deltas out, never beyond a stop string nor into an unfinished UTF-8 character.
-
-    Each run of new tokens is decoded on its own (a byte-level BPE decodes
-    piecewise), and held back while it ends inside a character; the last
-    len(longest stop) - 1 characters are held back too, since they may begin a
-    stop string. The final result's text (stop string removed) closes the stream.
-    """
-
-    def __init__(self, tokenizer, stops: tuple[str, ...]) -> None:
-        self.tokenizer, self.stops = tokenizer, stops
-        self.text, self.sent, self.pending = "", 0, []
-        self.hold = max((len(s) for s in stops), default=1) - 1
-
-    def add(self, ids: list[int]) -> str:
-        self.pending += ids
-        piece = self.tokenizer.decode(self.pending, skip_special_tokens=True)
-        if piece.endswith("\ufffd"):
-            return ""
-        self.text += piece
-        self.pending = []
-        end = len(self.text) - self.hold
-        for s in self.stops:
-            if (at := self.text.find(s)) >= 0:
-                end = min(end, at)
-        return self._emit(end)
-
-    def close(self, final: str) -> str:
-        """What is left of the final text; the stream's deltas add up to exactly `final`."""
-        return final[self.sent:] if final.startswith(self.text[:self.sent]) else ""
-
-    def _emit(self, end: int) -> str:
-        if end <= self.sent:
-            return ""
-        out, self.sent = self.text[self.sent:end], end
-        return out
-
-
 class InteractiveServer:
     def __init__(self, lane: Lane, info: ModelInfo, tokenizer, model_name: str, host: str, port: int) -> None:
         self.lane, self.info, self.tokenizer, self.model_name = lane, info, tokenizer, model_name
-        self.calls: dict[int, _Call] = {}
+        self.calls: dict[int, Call] = {}
         self.closing = False
         # Only the API may call: with BLENDSERVE_WORKER_SECRET set, a call without it is a 401. Off loopback,
         # the secret is required, so a worker bound on a cluster network is never an open door to the engine.
@@ -157,18 +109,18 @@ class InteractiveServer:
         if self.secret and not hmac.compare_digest(h.headers.get(WORKER_SECRET_HEADER, "").encode(),
                                                    self.secret.encode()):
             h.close_connection = True        # the body stays unread
-            return _json(h, 401, _error("This endpoint answers the API only.", "invalid_worker_secret", None))
+            return send_json(h, 401, error_body("This endpoint answers the API only.", "invalid_worker_secret", None))
         if h.path not in ENDPOINTS and h.path not in interactive_api.ENDPOINTS:
-            return _json(h, 404, _error(f"Unknown path {h.path}.", "not_found", None, "invalid_request_error"))
+            return send_json(h, 404, error_body(f"Unknown path {h.path}.", "not_found", None, "invalid_request_error"))
         if self.closing:
-            return _json(h, 503, _error("The worker is stopping.", "worker_stopping", None, "server_error"))
+            return send_json(h, 503, error_body("The worker is stopping.", "worker_stopping", None, "server_error"))
         try:
             length = int(h.headers.get("content-length") or 0)
             if length > MAX_BODY:
                 raise BodyError("request_too_large", f"The body exceeds {MAX_BODY} bytes.")
             body = json.loads(h.rfile.read(length) or b"null")
             if h.path in interactive_api.ENDPOINTS:
-                api_req, streaming = interactive_api.prepare(self, h.path, body)
+                api_req, streaming = interactive_api.prepare(self.info, self.lane, h.path, body)
             elif self.info.task == "embed":
                 raise BodyError("invalid_value", f"'{self.model_name}' is an embedding model: it serves only "
                                 f"{interactive_api.ENDPOINTS[0]}.", "model")
@@ -177,14 +129,14 @@ class InteractiveServer:
                 params = sampling_params(body, req.max_tokens)
                 tool = tool_call(body)
         except json.JSONDecodeError as e:
-            return _json(h, 400, _error(f"The body is not valid JSON: {e.msg}.", "invalid_json", None))
+            return send_json(h, 400, error_body(f"The body is not valid JSON: {e.msg}.", "invalid_json", None))
         except BodyError as e:
-            return _json(h, 400, _error(e.message, e.code, e.param))
+            return send_json(h, 400, error_body(e.message, e.code, e.param))
         if h.path in interactive_api.ENDPOINTS:
             return self._serve_api(h, api_req, streaming, body)
         key = self.lane.new_key()
-        call = self.calls[key] = _Call(key, h.path, tool)
-        texts = [_TextStream(self.tokenizer, params.stop) for _ in range(params.n)] if req.stream else []
+        call = self.calls[key] = Call(key, h.path, tool)
+        texts = [TextStream(self.tokenizer, params.stop) for _ in range(params.n)] if req.stream else []
 
         def on_tokens(ids: list[int], choice: int = 0, logprobs: list | None = None) -> None:
             call.events.put(("tokens", (choice, ids, logprobs)))
@@ -204,36 +156,30 @@ class InteractiveServer:
 
     def _serve_api(self, h: BaseHTTPRequestHandler, req: GenRequest, streaming: bool, body: dict) -> None:
         """/v1/embeddings and /v1/responses (worker/interactive_api.py): the same lane, their own answers."""
-        call = self.calls[req.key] = _Call(req.key, h.path)
+        call = self.calls[req.key] = Call(req.key, h.path)
         if streaming:
             req = dataclasses.replace(req, on_tokens=lambda ids, **_: call.events.put(("tokens", ids)))
         self.lane.put(req)
         try:
-            (interactive_api.stream if streaming else interactive_api.reply)(self, h, call, body)
+            if streaming:
+                interactive_api.stream(h, call, body, self.model_name, self.tokenizer)
+            else:
+                interactive_api.reply(h, call, body, self.model_name)
         except (BrokenPipeError, ConnectionResetError):
             if not call.finished:          # the caller left: the engine drops the request at its next step
                 self.lane.cancel(req.key)
         finally:
             del self.calls[req.key]
 
-    def _next(self, h: BaseHTTPRequestHandler, call: _Call) -> tuple[str, Any]:
-        """The call's next event; raises ConnectionResetError if the caller hung up while it waited."""
-        while True:
-            try:
-                return call.events.get(timeout=0.05)
-            except queue.Empty:
-                if _hung_up(h.connection):
-                    raise ConnectionResetError from None
-
-    def _reply(self, h: BaseHTTPRequestHandler, call: _Call) -> None:
-        kind, value = self._next(h, call)
+    def _reply(self, h: BaseHTTPRequestHandler, call: Call) -> None:
+        kind, value = call.next(h)
         while kind == "tokens":
-            kind, value = self._next(h, call)
+            kind, value = call.next(h)
         if kind == "error":
-            return _json(h, 503, _error(value, "worker_stopping", None, "server_error"))
-        _json(h, 200, response_body(call.endpoint, self.model_name, value, call.tool))
+            return send_json(h, 503, error_body(value, "worker_stopping", None, "server_error"))
+        send_json(h, 200, response_body(call.endpoint, self.model_name, value, call.tool))
 
-    def _stream(self, h: BaseHTTPRequestHandler, call: _Call, texts: list[_TextStream], include_usage: bool,
+    def _stream(self, h: BaseHTTPRequestHandler, call: Call, texts: list[TextStream], include_usage: bool,
                 logprobs: bool) -> None:
         """Server-sent chunks, OpenAI's way: per choice (``index``), a role delta first (chat), then text deltas,
         each with the log-probabilities of the tokens it carries when asked; a forced call streams as
@@ -282,7 +228,7 @@ class InteractiveServer:
                 send([piece(i, None, delta=first)])
         held = tool is not None and tool.name is None
         while True:
-            kind, value = self._next(h, call)
+            kind, value = call.next(h)
             if kind == "tokens":
                 i, ids, entries = value if isinstance(value, tuple) else (0, value, None)
                 delta = texts[i].add(ids)
@@ -291,8 +237,8 @@ class InteractiveServer:
                 if delta or (logprobs and entries):
                     send([piece(i, delta or ("" if not chat else None), entries)])
             elif kind == "error":
-                h.wfile.write(b"data: " + json.dumps(_error(value, "worker_stopping", None, "server_error")).encode()
-                              + b"\n\n")
+                stopping = error_body(value, "worker_stopping", None, "server_error")
+                h.wfile.write(b"data: " + json.dumps(stopping).encode() + b"\n\n")
                 return
             else:
                 for i, r in enumerate([value, *value.choices]):
@@ -311,23 +257,3 @@ class InteractiveServer:
                 return
 
 
-def _hung_up(sock: socket.socket) -> bool:
-    """True once the peer closed its end (readable with nothing to read)."""
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
-    except OSError:
-        return True
-
-
-def _error(message: str, code: str, param: str | None, kind: str = "invalid_request_error") -> dict:
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
-
-
-def _json(h: BaseHTTPRequestHandler, status: int, body: dict) -> None:
-    data = json.dumps(body).encode()
-    h.send_response(status)
-    h.send_header("Content-Type", "application/json")
-    h.send_header("Content-Length", str(len(data)))
-    h.end_headers()
-    h.wfile.write(data)

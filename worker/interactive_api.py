@@ -14,28 +14,29 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from core import embeddings, responses_api
-from core.bodies import BodyError
+from core.fields import BodyError
 from worker.api_results import result_body
 from worker.engines.base import GenRequest, SamplingParams
+from worker.http_io import Call, TextStream, error_body, send_json
 from worker.responses import sampling_params
 
 if TYPE_CHECKING:
     from http.server import BaseHTTPRequestHandler
 
-    from worker.interactive import InteractiveServer
+    from core.fields import ModelInfo
+    from worker.lane import Lane
 
 ENDPOINTS = (embeddings.ENDPOINT, responses_api.ENDPOINT)
 
 
-def prepare(server: InteractiveServer, path: str, body: Any) -> tuple[GenRequest, bool]:
+def prepare(info: ModelInfo, lane: Lane, path: str, body: Any) -> tuple[GenRequest, bool]:
     """The engine request for a checked body, and whether it streams. Raises BodyError (a 400)."""
-    info = server.info
     if path == embeddings.ENDPOINT:
         inputs = embeddings.check_embeddings(body, info)
         ids = embeddings.join(inputs.ids if inputs.ids is not None else info.encode(inputs.texts))
         if (err := embeddings.context_error(ids, info)) is not None:
             raise err
-        return GenRequest(server.lane.new_key(), ids, SamplingParams(max_tokens=0)), False
+        return GenRequest(lane.new_key(), ids, SamplingParams(max_tokens=0)), False
     if info.task == "embed":
         raise BodyError("invalid_value", f"'{info.name}' is an embedding model: it serves only "
                         f"{embeddings.ENDPOINT}.", "model")
@@ -53,27 +54,23 @@ def prepare(server: InteractiveServer, path: str, body: Any) -> tuple[GenRequest
                         f"exceeds the model's context length of {info.context_length} tokens.", "input")
     mt = mt if mt is not None else info.context_length - len(ids)
     params = sampling_params(responses_api.chat_params(body), mt)
-    return GenRequest(server.lane.new_key(), ids, params), bool(stream)
+    return GenRequest(lane.new_key(), ids, params), bool(stream)
 
 
-def reply(server: InteractiveServer, h: BaseHTTPRequestHandler, call: Any, body: dict) -> None:
+def reply(h: BaseHTTPRequestHandler, call: Call, body: dict, model_name: str) -> None:
     """The whole answer as one JSON body once the engine finished it."""
-    from worker.interactive import _error, _json
-
-    kind, value = server._next(h, call)
+    kind, value = call.next(h)
     while kind == "tokens":
-        kind, value = server._next(h, call)
+        kind, value = call.next(h)
     if kind == "error":
-        return _json(h, 503, _error(value, "worker_stopping", None, "server_error"))
-    _json(h, 200, result_body(call.endpoint, server.model_name, value, body))
+        return send_json(h, 503, error_body(value, "worker_stopping", None, "server_error"))
+    send_json(h, 200, result_body(call.endpoint, model_name, value, body))
 
 
-def stream(server: InteractiveServer, h: BaseHTTPRequestHandler, call: Any, body: dict) -> None:
+def stream(h: BaseHTTPRequestHandler, call: Call, body: dict, model_name: str, tokenizer: Any) -> None:
     """The Responses API's events: the opening four, a delta per run of new text, the closing four."""
-    from worker.interactive import _TextStream
-
-    events = responses_api.EventStream(body, server.model_name)
-    text = _TextStream(server.tokenizer, ())
+    events = responses_api.EventStream(body, model_name)
+    text = TextStream(tokenizer, ())
 
     def send(items: list[tuple[str, dict]]) -> None:
         for kind, ev in items:
@@ -86,7 +83,7 @@ def stream(server: InteractiveServer, h: BaseHTTPRequestHandler, call: Any, body
     h.end_headers()
     send(events.opening())
     while True:
-        kind, value = server._next(h, call)
+        kind, value = call.next(h)
         if kind == "tokens":
             if delta := text.add(value):
                 send([events.delta(delta)])

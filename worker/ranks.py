@@ -18,7 +18,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.bodies import ModelInfo, model_info
+from core.bodies import model_info
+from core.fields import ModelInfo
 from core.models import Batch
 from worker import claims
 

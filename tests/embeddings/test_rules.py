@@ -6,7 +6,6 @@ import base64
 import numpy as np
 import pytest
 
-from core.bodies import BodyError
 from core.embeddings import (
     SEGMENT,
     check_embeddings,
@@ -18,6 +17,7 @@ from core.embeddings import (
     token_count,
     tokenize,
 )
+from core.fields import BodyError
 
 
 @pytest.fixture(scope="module")

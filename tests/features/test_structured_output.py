@@ -11,7 +11,7 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from core.bodies import BodyError
+from core.fields import BodyError
 from core.structured import check_schema, schema_constraint
 from tests.conftest import TINY
 from tests.live import chat_lines, read_lines, run_batch

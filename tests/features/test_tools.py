@@ -9,7 +9,7 @@ import jsonschema_rs
 import openai
 import pytest
 
-from core.bodies import BodyError
+from core.fields import BodyError
 from core.structured import check_tools
 from tests.conftest import TINY
 from tests.live import read_lines, run_batch

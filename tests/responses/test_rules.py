@@ -5,7 +5,7 @@ import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from core.bodies import BodyError
+from core.fields import BodyError
 from core.responses_api import EventStream, chat_messages, check_responses, finished
 
 
