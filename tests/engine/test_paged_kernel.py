@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
-from worker.engines.cpu.paged_attention import paged_decode
+from worker.engines.cpu.native import paged_decode
 
 KH, H, D, BS = 3, 9, 64, 16
 
@@ -85,7 +85,7 @@ def test_a_stale_build_lock_is_removed_and_a_fresh_one_kept(tmp_path):
     import os
     import time
 
-    from worker.engines.cpu.paged_attention import clear_stale_lock
+    from worker.engines.cpu.native import clear_stale_lock
 
     lock = tmp_path / "lock"
     assert not clear_stale_lock(lock)                       # none there

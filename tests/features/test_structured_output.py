@@ -66,6 +66,35 @@ def test_grammars_compile_once_per_schema(tiny_engine) -> None:
     assert g.get(s, True).result(timeout=30) is not None
 
 
+@pytest.mark.parametrize("native", [True, False])     # the C++ mask kernel and xgrammar's
+def test_a_steps_masks_land_on_its_constrained_rows_only(tiny_engine, native) -> None:
+    import torch
+
+    from worker.engines.base import SamplingParams
+    from worker.engines.cpu.grammar import Grammars
+    from worker.engines.cpu.sampler import SamplingState, sample
+
+    g = Grammars(tiny_engine.tokenizer, int(tiny_engine.model.lm_head.shape[0]), sorted(tiny_engine.eos),
+                 native=native)
+    assert (g.kernel is not None) == native
+    spec = schema_constraint(fmt("label", LABEL), "rf")
+    grammars = [g.state(spec.schema, True) if i % 2 == 0 else None for i in range(5)]
+    states = [SamplingState(SamplingParams(max_tokens=8, temperature=0), gs) for gs in grammars]
+    logits = torch.randn(5, g.vocab_size, generator=torch.Generator().manual_seed(0))
+    masks = g.prepare(grammars)
+    assert masks.rows == [0, 2, 4]
+    masked = logits.clone()
+    masks.apply(masked)
+    assert torch.equal(masked[1::2], logits[1::2])                  # free rows untouched
+    allowed = ~torch.isinf(masked[0::2])
+    opening = tiny_engine.tokenizer.decode(allowed[0].nonzero()[:, 0].tolist())
+    assert 0 < int(allowed[0].sum()) < 10 and set(opening) <= set('{"'), opening   # only the object's start
+    tokens = sample(logits.clone(), states, g.prepare(grammars))
+    assert all(allowed[i // 2, tokens[i]] for i in (0, 2, 4))
+    assert tokens[1] == int(logits[1].argmax()) and tokens[3] == int(logits[3].argmax())
+    assert sample(logits.clone(), states) == tokens                # masks made at once when not prepared
+
+
 def test_a_batch_of_mixed_schemas_gives_only_valid_json(served, tiny_engine) -> None:
     c = served.client()
     # json_object lets a random-weight model write keys forever: a bias toward '}' makes its objects short, and

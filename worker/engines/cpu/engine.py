@@ -34,7 +34,7 @@ from worker.engines.cpu.grammar import Grammars
 from worker.engines.cpu.id_tokenizer import IdTokenizer
 from worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
 from worker.engines.cpu.model import Llama, default_dtype
-from worker.engines.cpu.paged_attention import paged_decode
+from worker.engines.cpu.native import paged_decode
 from worker.engines.cpu.sampler import SamplingState, sample
 from worker.engines.cpu.scheduler import ScheduledChunk, Scheduler, Sequence, Step
 from worker.engines.cpu.speculative import PromptLookup, SpecConfig, SpecStats
@@ -227,7 +227,8 @@ class CpuEngine:
         if p.json_schema is not None and self.grammars is None:
             if isinstance(self.tokenizer, IdTokenizer):
                 raise ValueError(f"request {request.key}: JSON-schema output needs the model's tokenizer")
-            self.grammars = Grammars(self.tokenizer, int(self.model.lm_head.shape[0]), sorted(self.eos))
+            self.grammars = Grammars(self.tokenizer, int(self.model.lm_head.shape[0]), sorted(self.eos),
+                                     native=self.decode_kernel is not None)
 
         def choice(i: int) -> Sequence:
             grammar = self.grammars.state(p.json_schema, p.strict_schema) if p.json_schema is not None else None
@@ -287,8 +288,9 @@ class CpuEngine:
                 plain.append(len(sample_rows))
                 sample_rows.append(row + c.n - 1)
                 samplers.append(c.seq)
-        if self.grammars is not None:      # the next token's masks, computed while the forward pass runs
-            self.grammars.prepare([g for seq in samplers if (g := seq.state[1].grammar) is not None])
+        masks = None          # the next token's grammar masks, filled while the forward pass runs
+        if self.grammars is not None:
+            masks = self.grammars.prepare([seq.state[1].grammar for seq in samplers])
         attn = PagedAttention(self.pool, chunks, self.model.head_dim ** -0.5, self.decode_kernel)
         dev = self.device      # the step's inputs go to the device once; sampled ids come back (sampler)
         logits = self.model.forward(torch.tensor(ids).to(dev), torch.cat(positions).to(dev), attn,
@@ -299,7 +301,7 @@ class CpuEngine:
         if self.step_log is not None:
             self.step_log.append(step)
         picked = logits[plain] if drafted else logits
-        tokens = sample(picked, [seq.state[1] for seq in samplers]) if samplers else []
+        tokens = sample(picked, [seq.state[1] for seq in samplers], masks) if samplers else []
         finished = []
         for seq, token in zip(samplers, tokens):
             self._append(seq, token)

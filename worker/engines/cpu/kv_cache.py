@@ -112,7 +112,7 @@ class PagedAttention:
     attention itself. Longer chunks (prefills) each run one causal SDPA
     aligned to the last key, over the cached prefix and themselves.
 
-    With ``decode_kernel`` (``paged_attention.paged_decode``) the one-token
+    With ``decode_kernel`` (``native.paged_decode``) the one-token
     and short chunks instead all go to one call of the C++ kernel, which reads
     their blocks in place, one query token a row: 2-5x faster than gather +
     SDPA (BENCHMARKS.md, CPU engine). Prefill chunks keep SDPA, whose matmuls

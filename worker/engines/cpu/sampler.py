@@ -21,7 +21,7 @@ from collections import Counter
 import torch
 
 from worker.engines.base import SamplingParams
-from worker.engines.cpu.grammar import GrammarState
+from worker.engines.cpu.grammar import GrammarState, StepMasks
 
 FLOOR = -9999.0   # OpenAI's stand-in for a log-probability of -inf (JSON has no infinity)
 
@@ -79,13 +79,16 @@ class SamplingState:
         return logits
 
 
-def sample(logits: torch.Tensor, states: list[SamplingState]) -> list[int]:
-    """One token for each row of ``logits`` ([S, vocab], float32), each row by its own state."""
+def sample(logits: torch.Tensor, states: list[SamplingState], masks: StepMasks | None = None) -> list[int]:
+    """One token for each row of ``logits`` ([S, vocab], float32), each row by its own state; ``masks``: the
+    grammar masks of the constrained rows, prepared while the forward pass ran (made here if not)."""
     for row, state in enumerate(states):
         if state.adjusts:
             state.adjust(logits[row])
-        if state.grammar is not None:
-            state.grammar.mask(logits[row])
+    if masks is None and (grammars := [s.grammar for s in states if s.grammar is not None]):
+        masks = grammars[0].grammars.prepare([s.grammar for s in states])
+    if masks is not None:
+        masks.apply(logits)
     greedy = logits.argmax(dim=-1).tolist()
     tokens = []
     for row, (state, best) in enumerate(zip(states, greedy)):
