@@ -4,11 +4,14 @@ against the same prompts unconstrained.
 One file of `--lines` requests (default 500) over five schemas (a sentiment label, an extraction record with
 free strings, a list of tags, a bounded integer score behind a `$ref`, and json_object), each a chat prompt
 that asks for it, on SmolLM2 through the CPU engine (no service: the engine is what the mask costs). Ways,
-alternated for `--repeats` rounds (fresh prefix cache each): `json` (with `response_format`) and `free` (the
-same bodies without it), speculative decoding off in both. Reported: every constrained output that finished
-with "stop" parses and validates (share), the share that finished by "stop", and completion tokens per wall
-second and per CPU-second of this process (all its threads) of each way; medians of the repeats and their
-ratios. On a shared machine the CPU-second figure is the steadier one: say so beside the figures.
+alternated for `--repeats` rounds (fresh prefix cache each), speculative decoding off in both:
+  json   the bodies with `response_format`, at `--max-tokens`;
+  free   the same bodies without it, each line's max_tokens the tokens its constrained twin just produced,
+         so both ways prefill the same prompts and decode the same number of tokens a line: the ratio is
+         the mask's cost, not a difference in output lengths (free text runs to max_tokens, JSON stops).
+Reported: every constrained output that finished with "stop" parses and validates (share), the share that
+finished by "stop", and completion tokens per wall second and per CPU-second of this process (all its
+threads) of each way; medians of the repeats and their ratios.
 
     .venv/bin/python -m benchmarks.structured_output --lines 500 --repeats 3
 """
@@ -66,10 +69,12 @@ def lines(n: int) -> list[tuple[dict, dict | None]]:
     return out
 
 
-def run(engine: CpuEngine, prompts: list[list[int]], bodies: list[dict], max_tokens: int) -> tuple[list, float, float]:
+def run(engine: CpuEngine, prompts: list[list[int]], bodies: list[dict],
+        max_tokens: list[int]) -> tuple[list, float, float]:
     """Results, wall seconds and CPU seconds of this process (every thread: the masks' included)."""
     engine.close()                                  # a fresh prefix cache for each run
-    requests = [GenRequest(i, ids, sampling_params(b, max_tokens)) for i, (ids, b) in enumerate(zip(prompts, bodies))]
+    requests = [GenRequest(i, ids, sampling_params(b, mt))
+                for i, (ids, b, mt) in enumerate(zip(prompts, bodies, max_tokens))]
     t0, c0 = time.perf_counter(), time.process_time()
     results = sorted(engine.generate(requests), key=lambda r: r.key)
     return results, time.perf_counter() - t0, time.process_time() - c0
@@ -94,8 +99,9 @@ def main() -> None:
     rates: dict[str, list[float]] = {"json": [], "free": []}
     per_cpu: dict[str, list[float]] = {"json": [], "free": []}
     for rep in range(args.repeats):
+        lengths = [args.max_tokens] * len(bodies)
         for way, use in (("json", bodies), ("free", free)):
-            results, dt, cpu = run(engine, prompts, use, args.max_tokens)
+            results, dt, cpu = run(engine, prompts, use, lengths)
             tokens = sum(r.completion_tokens for r in results)
             rates[way].append(tokens / dt)
             per_cpu[way].append(tokens / cpu)
@@ -112,6 +118,7 @@ def main() -> None:
                     except (ValueError, jsonschema_rs.ValidationError):
                         print("INVALID", repr(r.text[:200]))
                 row.update(stopped=len(stopped), valid=valid)
+                lengths = [max(1, r.completion_tokens) for r in results]     # the free twin's max_tokens
             print(json.dumps(row), flush=True)
             with args.out.open("a") as f:
                 f.write(json.dumps(row) + "\n")
