@@ -150,6 +150,26 @@ def test_a_request_the_server_refuses_is_its_own_error_line(server_engine: Serve
     assert out[1].error is None and out[3].error is None and out[1].output_ids == out[3].output_ids
 
 
+def _computed(server: VllmServer) -> float:
+    """The server's own count of prompt tokens it prefilled (not served from its prefix cache), from /metrics."""
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:prompt_tokens_by_source_total{") and 'source="local_compute"' in line)
+
+
+def test_n_choices_prefill_a_2000_token_prompt_once(server: VllmServer, server_engine: ServerEngine) -> None:
+    """n = 8 on a 2,000-token prompt reaches the server as one request with n: 8, and its counters show about
+    2,000 prompt tokens computed, not 16,000."""
+    import random
+
+    ids = [random.Random(9).randrange(100, 40000) for _ in range(2000)]    # shares no block with other tests
+    before = _computed(server)
+    out = run(server_engine, [GenRequest(9, ids, SamplingParams(max_tokens=4, temperature=1.0, seed=3, n=8))])
+    computed = _computed(server) - before
+    assert out[9].error is None and len(out[9].choices) == 7
+    assert 2000 <= computed <= 2000 + 7 * BLOCK_SIZE, computed
+
+
 def test_choices_logprobs_and_a_json_schema_reach_the_server(server_engine: ServerEngine,
                                                              smollm2_checkpoint: Path) -> None:
     """n choices come back as the result's choices, logprobs named by token id as the other engines name

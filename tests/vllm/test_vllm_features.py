@@ -10,7 +10,7 @@ import jsonschema_rs
 import pytest
 
 from core.modelstore import load_tokenizer
-from worker.engines.base import GenRequest
+from worker.engines.base import GenRequest, SamplingParams
 from worker.engines.vllm import VllmEngine
 from worker.responses import response_body, sampling_params
 
@@ -39,3 +39,23 @@ def test_structured_logprobs_and_n(engine: VllmEngine, smollm2_checkpoint: Path)
     three = response_body("/v1/chat/completions", "m", out[3])
     assert [c["index"] for c in three["choices"]] == [0, 1, 2]
     assert three["usage"]["completion_tokens"] == sum(len(r.output_ids) for r in [out[3], *out[3].choices])
+
+
+def _computed(engine: VllmEngine) -> float:
+    """vLLM's own count of prompt tokens it prefilled (not served from its prefix cache)."""
+    return sum(m.value for m in engine._engine.get_metrics()
+               if m.name == "vllm:prompt_tokens_by_source" and m.labels.get("source") == "local_compute")
+
+
+def test_n_choices_prefill_a_2000_token_prompt_once(engine: VllmEngine) -> None:
+    """n = 8 on a 2,000-token prompt: vLLM's counters show about 2,000 prompt tokens computed, not 16,000 (its
+    parallel sampling fans out to 8 requests; all but the first find the prompt's blocks in the prefix cache)."""
+    import random
+
+    ids = [random.Random(8).randrange(100, 40000) for _ in range(2000)]    # shares no block with other tests
+    before = _computed(engine)
+    (result,) = engine.generate([GenRequest(8, ids, SamplingParams(max_tokens=4, temperature=1.0, seed=3, n=8))])
+    computed = _computed(engine) - before
+    assert len(result.choices) == 7 and result.completion_tokens == 32
+    # Each later choice recomputes at most its last partial block (32 tokens) and its last token.
+    assert 2000 <= computed <= 2000 + 7 * 32, computed
