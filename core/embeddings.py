@@ -40,11 +40,11 @@ def embed_model_info(name: str, path: Path, tokenizer: Any = None) -> EmbedModel
     padding off: MiniLM's tokenizer.json carries both (truncation at 128), which would cut inputs
     silently where they must be counted and refused."""
     from tokenizers import Tokenizer
-    from transformers import AutoTokenizer
+    from transformers import PreTrainedTokenizerFast
 
     from core.embedstore import dimensions, max_input_tokens
 
-    tok = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(str(path))
+    tok = tokenizer if tokenizer is not None else PreTrainedTokenizerFast.from_pretrained(str(path))
     backend = Tokenizer.from_str(tok.backend_tokenizer.to_str())
     backend.no_truncation()
     backend.no_padding()

@@ -183,11 +183,14 @@ def build_tiny_model(out_dir: Path, seed: int = 0) -> Path:
 
 def load_tokenizer(path: Path) -> PreTrainedTokenizerFast:
     """The checkpoint's tokenizer, chat template included."""
-    from transformers import AutoTokenizer
+    # The fast tokenizer class itself, not AutoTokenizer: AutoTokenizer reads the model's config through
+    # transformers' modeling code, which imports torch (4 s of a scheduler's start against 1.3 s), and every
+    # checkpoint served here ships a tokenizer.json, which this class loads to the same ids and template.
+    from transformers import PreTrainedTokenizerFast
 
     from core.embedstore import is_embedding_checkpoint
 
-    tok = AutoTokenizer.from_pretrained(str(path))
+    tok = PreTrainedTokenizerFast.from_pretrained(str(path))
     if not tok.chat_template and not is_embedding_checkpoint(path):     # an embedding model renders no chat
         raise ValueError(f"the tokenizer in {path} has no chat template")
     return tok

@@ -41,7 +41,9 @@ class BlockManager:
         if num_blocks < 1 or block_size < 1:
             raise ValueError("the KV pool needs at least one block of at least one token")
         self.num_blocks, self.block_size = num_blocks, block_size
-        self.blocks = [Block() for _ in range(num_blocks)]
+        # A block's record is made when the block is first handed out: a pool of a million tokens has 64K
+        # blocks, and making every record up front took over a second of a worker's start.
+        self.blocks: dict[int, Block] = {}
         # Free blocks that hold nothing reusable: taken first, most recently freed first
         # (a block just freed is still warm in the CPU's caches). Untouched ones are at the bottom.
         self._empty: list[int] = list(reversed(range(num_blocks)))
@@ -115,12 +117,15 @@ class BlockManager:
         for _ in range(n):
             if self._empty:
                 block_id = self._empty.pop()
+                block = self.blocks.get(block_id)
+                if block is None:
+                    block = self.blocks[block_id] = Block()
             else:
                 block_id, _ = self._cached.popitem(last=False)   # evict the least recently used
                 block = self.blocks[block_id]
                 del self._by_hash[block.hash]
                 block.hash, block.tokens = None, ()
-            self.blocks[block_id].ref_count = 1
+            block.ref_count = 1
             out.append(block_id)
         return out
 

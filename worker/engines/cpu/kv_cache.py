@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention.bias import causal_lower_right
 
 
 class KVPool:
@@ -257,6 +256,16 @@ class PagedAttention:
             end = start + n
             keys = torch.index_select(self.pool.blocks(kp), 1, table).flatten(1, 2)[:, :end].unsqueeze(0)
             values = torch.index_select(self.pool.blocks(vp), 1, table).flatten(1, 2)[:, :end].unsqueeze(0)
-            out = F.scaled_dot_product_attention(qt, keys, values, attn_mask=causal_lower_right(n, end),
+            out = F.scaled_dot_product_attention(qt, keys, values, **causal_lower_right(n, end),
                                                  enable_gqa=True, scale=self.scale)
         return out[0].transpose(0, 1)
+
+
+def causal_lower_right(queries: int, keys: int) -> dict:
+    """SDPA's mask arguments for ``queries`` tokens at the end of ``keys``: query i sees keys up to
+    keys - queries + i. What torch.nn.attention.bias.causal_lower_right does on a CPU (is_causal when the
+    two lengths are equal, else the boolean mask), without importing that module, which pulls in
+    torch._dynamo: 2 s of every worker's start."""
+    if queries == keys:
+        return {"is_causal": True}
+    return {"attn_mask": torch.ones(queries, keys, dtype=torch.bool).tril(diagonal=keys - queries)}
