@@ -48,7 +48,13 @@ MAX_FILE_BYTES = 200_000
 
 @pytest.fixture(params=["sqlite", "postgresql"], scope="session")
 def backend(request) -> str:
+    """The database under a deployment: both, for every test whose subject goes through it (claims,
+    leases, writes, recovery, validation, the endpoints' queries); SQLite only (``SQLITE_ONLY``) where the
+    subject is not the database (the interactive lane, the CLI, logs, the worker's secret), to keep CI short."""
     return request.param
+
+
+SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
 
 def _factory(tmp_path_factory, tiny_model, backend, made: list[Deployment]):

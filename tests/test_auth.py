@@ -5,7 +5,7 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import TINY
+from tests.conftest import SQLITE_ONLY, TINY
 from tests.live import chat_lines, jsonl
 
 
@@ -99,6 +99,7 @@ def test_metrics_token_and_cors(tmp_path, tiny_model):
         assert httpx.get(f"{api.base_url.removesuffix('/v1')}/metrics").status_code == 200   # no token: open
 
 
+@SQLITE_ONLY
 def test_worker_endpoint_answers_the_api_only(make_deployment):
     """With BLENDSERVE_WORKER_SECRET the API's interactive calls go through; a direct call to the worker's
     endpoint without the secret is a 401. A worker listening off loopback without a secret refuses to start."""

@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 
-from tests.conftest import TINY
+from tests.conftest import SQLITE_ONLY, TINY
 from tests.live import chat_lines, jsonl
 
 
@@ -17,6 +17,7 @@ def _cli(deployment, *args: str, key: str = "unused") -> subprocess.CompletedPro
                           timeout=180)
 
 
+@SQLITE_ONLY
 def test_submit_wait_downloads_results(deployment, tmp_path):
     src, out, err = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "err.jsonl"
     rows = chat_lines(5, TINY, max_tokens=4)
@@ -37,6 +38,7 @@ def test_submit_wait_downloads_results(deployment, tmp_path):
     assert batch_id in listing.stdout and "completed" in listing.stdout
 
 
+@SQLITE_ONLY
 def test_cancel_and_clear_errors(deployment, tmp_path):
     src = tmp_path / "in.jsonl"
     src.write_bytes(jsonl(chat_lines(300, TINY, max_tokens=256)))
@@ -54,6 +56,7 @@ def test_cancel_and_clear_errors(deployment, tmp_path):
     assert failed.returncode == 1 and "line 1" in failed.stderr
 
 
+@SQLITE_ONLY
 def test_submit_wait_shows_the_eta(deployment, tmp_path):
     """While the batch runs, the bar shows completed/total, tokens/s and an ETA (BlendServe's, from its
     progress route: the plan's estimate first, then the observed rate). A few short requests finish first, so

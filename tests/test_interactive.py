@@ -1,6 +1,6 @@
 """The interactive lane end to end: the real `openai` SDK against the API, a real worker behind it, on SQLite
-and PostgreSQL; synchronous and streamed answers, errors as OpenAI gives them, and interactive requests
-answered while a batch runs on the same worker, ahead of it."""
+(the lane does not go through the database: conftest.backend); synchronous and streamed answers, errors as
+OpenAI gives them, and interactive requests answered while a batch runs on the same worker, ahead of it."""
 from __future__ import annotations
 
 import time
@@ -9,8 +9,10 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import TINY
+from tests.conftest import SQLITE_ONLY, TINY
 from tests.live import chat_lines, jsonl, read_lines, wait_batch
+
+pytestmark = SQLITE_ONLY
 
 KEY = "lane-key"
 HELLO = [{"role": "user", "content": "Say hello."}]

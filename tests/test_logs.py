@@ -6,10 +6,11 @@ import time
 
 import httpx
 
-from tests.conftest import TINY
+from tests.conftest import SQLITE_ONLY, TINY
 from tests.live import chat_lines, run_batch
 
 
+@SQLITE_ONLY
 def test_json_logs_from_every_role(make_deployment):
     d = make_deployment(BLENDSERVE_LOG_FORMAT="json")
     for role in ("api", "scheduler", "worker"):
