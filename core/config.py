@@ -52,7 +52,7 @@ class CpuEngineSettings(BaseSettings):
     max_batched_tokens: int = Field(1024, gt=0)   # a step's tokens: every decode plus prefill chunks up to this
     rush_tokens: int = Field(256, ge=0)       # batch tokens a step carries while interactive requests are about
     cut_in: bool = True                       # interactive prompts run between two layers of the step in flight
-    native: bool = True                       # the C++ decode-attention kernel; False: torch's SDPA path
+    native: bool = True                       # C++ decode attention and grammar masks; False: torch's, xgrammar's
     device: str = "cpu"                       # torch device of the weights and KV pool ("cuda", "cuda:1"); off CPU
     # attention runs on torch's SDPA (the C++ kernel is CPU-only)
     # "dummy": random weights of config.json's shapes, no weights file (vLLM's dummy load format); outputs run
