@@ -24,20 +24,18 @@ import argparse
 import os
 import random
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import httpx
 import openai
 import sqlalchemy as sa
 
-from benchmarks.deployment import READY, Deployment, chat_lines, free_port, jsonl, pg_schema_url, read_lines
+from benchmarks.deployment import READY, Deployment, chat_lines, jsonl, pg_schema_url, read_lines
 from benchmarks.harness import emit
+from benchmarks.vllm_server import VllmServer, small_server_flags
 
 MISSED = -1.0          # _stop found no process: the role was still being restarted
 SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
@@ -216,64 +214,6 @@ class ServerKillReport:
                 and self.max_attempts == 0)
 
 
-class VllmServer:
-    """vLLM's OpenAI server (`python -m vllm.entrypoints.openai.api_server`; the CPU build's `vllm` command
-    fails on its package name) as a child process in a session of its own, so a kill takes its engine core
-    too. It comes back on the same port, as a restarted pod behind a Service does."""
-
-    def __init__(self, checkpoint: Path, name: str, log_path: Path, max_num_seqs: int) -> None:
-        from worker.engines.vllm import default_dtype
-
-        self.port, self.log_path = free_port(), log_path
-        self.url = f"http://127.0.0.1:{self.port}"
-        # --generation-config vllm: only the request's own sampling fields (README, the openai engine).
-        self.args = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(checkpoint),
-                     "--served-model-name", name, "--host", "127.0.0.1", "--port", str(self.port),
-                     "--dtype", default_dtype(), "--enforce-eager", "--seed", "0",
-                     "--max-num-seqs", str(max_num_seqs), "--block-size", "32", "--num-gpu-blocks-override", "512",
-                     "--max-num-batched-tokens", "2048", "--enable-prompt-tokens-details",
-                     "--generation-config", "vllm"]
-        self.proc: subprocess.Popen | None = None
-
-    def start(self, timeout: float = 600) -> float:
-        """Start it and wait for /health; returns the seconds that took."""
-        t0 = time.time()
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-               "HF_HUB_OFFLINE": "1"}
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.args, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
-        while time.time() - t0 < timeout:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the vLLM server exited with {self.proc.returncode}: see {self.log_path}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return time.time() - t0
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        raise TimeoutError(f"the vLLM server did not come up in {timeout:.0f}s: see {self.log_path}")
-
-    def kill(self) -> None:
-        """SIGKILL the server's whole session (API process and engine core): a crash, not a shutdown."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
-        self.proc = None
-
-    def requests_now(self) -> tuple[int, int]:
-        """Requests running and waiting in the server, from its /metrics ((-1, -1): it did not answer)."""
-        try:
-            text = httpx.get(f"{self.url}/metrics", timeout=5).text
-        except httpx.HTTPError:
-            return -1, -1
-
-        def total(name: str) -> int:
-            return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                           if line.startswith(name + "{") or line.startswith(name + " ")))
-        return total("vllm:num_requests_running"), total("vllm:num_requests_waiting")
-
-
 def kill_points(requests: int, kills: int, rng: random.Random) -> list[int]:
     """Lines done at which each kill comes: one in each of kills equal slices of the batch's middle
     (its first and last 5% left alone), at a seeded place in its slice."""
@@ -291,7 +231,7 @@ def run_server_kills(data_dir: Path, model: str, checkpoint: Path, backend: str 
     rng = random.Random(seed)
     url = "" if backend == "sqlite" else pg_schema_url()
     data_dir.mkdir(parents=True, exist_ok=True)
-    server = VllmServer(checkpoint, model, data_dir / "vllm-server.log", max_num_seqs)
+    server = VllmServer(small_server_flags(checkpoint, model, max_num_seqs), data_dir / "vllm-server.log")
     rep = ServerKillReport("vllm", backend, requests, max_tokens, seed)
     d = Deployment(data_dir, url, f"{model}={checkpoint}", **env)
     try:

@@ -308,8 +308,8 @@ def exactly_once(c, file_id: str, n: int) -> bool:
 
 
 def main() -> None:
-    from core.config import SMOLLM2, Settings
-    from core.served import model_paths
+    from core.config import Settings
+    from core.served import smollm2_checkpoint
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", default="100000",
@@ -336,7 +336,7 @@ def main() -> None:
     if len(counts) != len(rank_counts):
         ap.error("--requests takes one count or one per rank count")
     pace = Pace(args.echo_tokens_per_s, args.echo_max_running, args.max_tokens)
-    tokenizer_model = model_paths(Settings())[SMOLLM2]      # its tokenizer and config; echo loads no weights
+    tokenizer_model = smollm2_checkpoint(Settings())      # its tokenizer and config; echo loads no weights
     data = Path(tempfile.mkdtemp(prefix="bs-cp-data-"))
     for ranks, n in zip(rank_counts, counts):
         files = []

@@ -33,8 +33,8 @@ from pathlib import Path
 from benchmarks.harness import WayRun, emit, run_service_way
 from benchmarks.prefix_mix import workload
 from benchmarks.vllm_vs_run_batch import run_vllm_batch
-from core.config import SMOLLM2, Settings
-from core.served import model_paths
+from core.config import Settings
+from core.served import smollm2_checkpoint
 from worker.engines.vllm import VllmOptions
 
 FILES = {
@@ -62,7 +62,7 @@ def main() -> None:
         raise SystemExit(f"{preload} is missing: run with the vLLM venv's python (scripts/setup_vllm.sh)")
     os.environ.pop("LD_PRELOAD", None)
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(args.kv_gib)
-    model = model_paths(Settings())[SMOLLM2]
+    model = smollm2_checkpoint(Settings())
     options = VllmOptions.from_settings()
     for name in args.files:
         rows = workload(args.requests, 0, **FILES[name])

@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks.harness import emit  # noqa: E402
 from core.config import SMOLLM2, Settings  # noqa: E402
-from core.served import model_paths  # noqa: E402
+from core.served import smollm2_checkpoint  # noqa: E402
 from worker.engines.base import GenRequest, SamplingParams  # noqa: E402
 from worker.engines.cpu import CpuEngine  # noqa: E402
 
@@ -110,7 +110,7 @@ def main() -> None:
                     help="also run with cut-in off (at the first rush cap)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    path = model_paths(Settings())[SMOLLM2]
+    path = smollm2_checkpoint(Settings())
     engine = CpuEngine(path, SMOLLM2)
     caps = [int(c) for c in args.rush.split(",")] if args.rush else [engine.rush_tokens]
     modes = [("solo", caps[0])]

@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks.harness import emit  # noqa: E402
 from core.config import SMOLLM2, Settings  # noqa: E402
-from core.served import model_paths  # noqa: E402
+from core.served import smollm2_checkpoint  # noqa: E402
 from worker.engines.base import GenRequest, SamplingParams  # noqa: E402
 from worker.engines.cpu import CpuEngine  # noqa: E402
 from worker.engines.cpu.scheduler import Step  # noqa: E402
@@ -90,7 +90,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--steps", type=Path, help="append every run's steps (seconds and shape) to this JSONL file")
     args = ap.parse_args()
-    path = model_paths(Settings())[SMOLLM2]
+    path = smollm2_checkpoint(Settings())
     orders = load(args.db)
     runs: dict[str, list[dict]] = {o: [] for o in args.orders}
     X, y = [], []

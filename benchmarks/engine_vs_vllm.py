@@ -37,10 +37,10 @@ def child(engine_name: str, sizes: list[int], runs: int, prompt: int, output: in
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from core.config import SMOLLM2, Settings
     from core.modelstore import eos_token_ids
-    from core.served import model_paths
+    from core.served import smollm2_checkpoint
     from worker.engines.base import GenRequest, SamplingParams
 
-    path = model_paths(Settings())[SMOLLM2]
+    path = smollm2_checkpoint(Settings())
     if engine_name == "cpu":
         from worker.engines.cpu import CpuEngine
         engine = CpuEngine(path, SMOLLM2)

@@ -42,7 +42,7 @@ from benchmarks.deployment import jsonl
 from benchmarks.harness import run_service
 from benchmarks.prefix_mix import workload
 from core.config import SMOLLM2, Settings
-from core.served import model_paths
+from core.served import smollm2_checkpoint
 from scheduler.planner.perf import HardwareProfile
 
 SHAPES = {
@@ -154,7 +154,7 @@ def main() -> None:
     args = ap.parse_args()
     from scheduler.planner import HARDWARE
 
-    model_dir = model_paths(Settings())[SMOLLM2]
+    model_dir = smollm2_checkpoint(Settings())
     models = f"{SMOLLM2}={model_dir}"
     shapes = args.shapes.split(",")
     if args.smoke:

@@ -23,7 +23,7 @@ from typing import Any
 from benchmarks.harness import run_service
 from benchmarks.prefix_mix import workload
 from core.config import SMOLLM2, Settings, get_settings
-from core.served import model_paths
+from core.served import smollm2_checkpoint
 
 LPM_QUEUE_MAX = 128   # SGLang's lpm sorts the waiting queue only while it holds at most this many
 # What the lpm run aims at: below SGLang's limit by a margin for its load snapshot's lag (published every
@@ -87,7 +87,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=450)
     args = ap.parse_args()
-    path = model_paths(Settings())[SMOLLM2]
+    path = smollm2_checkpoint(Settings())
     # Trace-#1-like: compute-dense exams behind shared prefixes, chat, and memory-dense long generations.
     rows = workload(args.requests, subjects=16, exams=0.55, long=0.1, long_tokens=1024)
     res: dict[str, dict] = {}

@@ -104,6 +104,7 @@ class WayRun:
     run_s: float
     whole_s: float
     cpu_s: float
+    first_s: float       # the first result: the upload's start (service) or the process's (run_batch) to it
 
     @property
     def tok_per_cpu_s(self) -> float:
@@ -139,37 +140,44 @@ def tree_cpu_s(pid: int, seen: dict[int, float] | None = None) -> float:
     return sum(seen.values())
 
 
-def run_service_way(rows: list[dict], model: Path, planner: str, tmp: Path, engine: str = "vllm") -> WayRun:
-    """A fresh deployment whose worker (vLLM, or the CPU engine) is up before the upload; the service's own
-    chunk, lease and round settings. Run phase: the batch's first claim to its last result."""
+def run_service_way(rows: list[dict], model: Path, planner: str, tmp: Path, engine: str = "vllm",
+                    worker_args: tuple[str, ...] = (), server_pid: int | None = None) -> WayRun:
+    """A fresh deployment whose worker (vLLM, the CPU engine, or the openai engine in front of a server
+    whose process is ``server_pid``) is up before the upload; the service's own chunk, lease and round
+    settings. Run phase: the batch's first claim to its last result. CPU: the worker's process tree and the
+    server's."""
     d = Deployment(tmp, "", f"{SMOLLM2}={model}", BLENDSERVE_PLANNER=planner, BLENDSERVE_CHUNK_REQUESTS="32",
                    BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_PLAN_MAX_WAIT_S="1.0")
     if engine == "cpu":
         d.env.pop("LD_PRELOAD", None)        # vLLM's Intel OpenMP is not for torch's CPU build
     d.start("api")
     d.start("scheduler")
-    d.start("worker", None, "--engine", engine)
+    d.start("worker", None, "--engine", engine, *worker_args)
     try:
         d.wait_ready(timeout=600)
         while f"serving {SMOLLM2}" not in d.log("worker", tail=None):   # not vLLM's own "for serving" line
             assert d.procs["worker"].poll() is None, d.log("worker")
             time.sleep(0.2)
         c = d.client()
-        worker = d.procs["worker"].pid
-        t0, cpu0 = time.time(), tree_cpu_s(worker)
+        pids = [d.procs["worker"].pid, *([server_pid] if server_pid else [])]
+
+        def cpu_now() -> float:
+            return sum(tree_cpu_s(p) for p in pids)
+        t0, cpu0 = time.time(), cpu_now()
         f = c.files.create(file=("input.jsonl", jsonl(rows)), purpose="batch")
         b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
         b = wait_batch(c, b.id, timeout=3600, every=2.0)   # run phase and whole job come from the database
-        cpu = tree_cpu_s(worker) - cpu0
+        cpu = cpu_now() - cpu0
         assert b.status == "completed" and b.request_counts.completed == len(rows), (b, d.log("worker"))
         sessions = make_sessionmaker(make_engine(Settings(data_dir=tmp).db_url))
         with sessions() as s:
             first = s.scalar(select(Batch.first_run_at).where(Batch.id == b.id))
-            last = s.scalar(select(func.max(Request.finished_at)).where(Request.batch_id == b.id))
+            first_out, last = s.execute(select(func.min(Request.finished_at), func.max(Request.finished_at))
+                                        .where(Request.batch_id == b.id)).one()
         u = b.usage
-        label = {"blendserve": "b", "fcfs": "c", "dfs": "d"}.get(planner, "f")
+        label = "s" if server_pid else {"blendserve": "b", "fcfs": "c", "dfs": "d"}.get(planner, "f")
         return WayRun(f"{label}: service, {engine} engine, {planner}",
                       u.input_tokens, u.output_tokens, u.input_tokens_details.cached_tokens, last - first, last - t0,
-                      cpu)
+                      cpu, first_out - t0)
     finally:
         d.stop()

@@ -35,7 +35,7 @@ from benchmarks.deployment import Deployment, jsonl
 from core.config import SMOLLM2, Settings
 from core.db import make_engine, make_sessionmaker
 from core.models import Batch, Request
-from core.served import model_paths
+from core.served import smollm2_checkpoint
 
 TOPICS = ["the sea", "a library", "autumn", "a train station", "bread", "the moon", "a violin", "rain"]
 
@@ -153,7 +153,7 @@ def main() -> None:
                     help="requests per plan chunk (the service's default; the test deployment's default is 4)")
     args = ap.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
-    path = model_paths(Settings(data_dir=Path(tempfile.gettempdir()) / "bs-bench-models"))[SMOLLM2]
+    path = smollm2_checkpoint(Settings(data_dir=Path(tempfile.gettempdir()) / "bs-bench-models"))
     # The service's own defaults, not benchmarks/deployment.py's test values (3-s leases, 4-request chunks, 50-ms
     # polls): a loaded 2-core machine holds a heartbeat past 3 s, and a claim every 4 requests is a
     # transaction (in each rank's claim thread) competing with the engine for the 2 cores.

@@ -111,10 +111,10 @@ def main() -> None:
         if args.run:
             from benchmarks.harness import emit, run_service_way
             from core.config import Settings
-            from core.served import model_paths
+            from core.served import smollm2_checkpoint
 
             tmp = Path(tempfile.mkdtemp(prefix=f"bs-cpu-c-{name}-"))
-            run = run_service_way(lines, model_paths(Settings())[SMOLLM2], "blendserve", tmp, engine="cpu")
+            run = run_service_way(lines, smollm2_checkpoint(Settings()), "blendserve", tmp, engine="cpu")
             emit({"file": name, "seed": args.seed, "db": str(tmp / "blendserve.db"), **run.summary()}, args.json)
 
 

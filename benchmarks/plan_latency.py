@@ -26,7 +26,7 @@ from core.config import SMOLLM2, Settings
 from core.db import make_engine, make_sessionmaker
 from core.migrate import upgrade
 from core.models import Batch, Chunk, File, Request
-from core.served import model_paths
+from core.served import smollm2_checkpoint
 
 
 def prompts(n: int, seed: int = 0) -> list[np.ndarray]:
@@ -66,7 +66,7 @@ def main() -> None:
                  "body": {"max_tokens": 32}, "prompt_ids": ps[i].astype("<i4").tobytes(),
                  "prompt_tokens": len(ps[i]), "max_tokens": 32, "status": "pending",
                  "completion_tokens": 0, "cached_tokens": 0} for i in range(start, min(start + 2000, len(ps)))])
-    path = model_paths(Settings())[SMOLLM2]
+    path = smollm2_checkpoint(Settings())
     d = Deployment(tmp, "", f"{SMOLLM2}={path}", BLENDSERVE_PLANNER="blendserve", BLENDSERVE_HARDWARE="cpu",
                    BLENDSERVE_CHUNK_REQUESTS="32")
     d.start("scheduler")

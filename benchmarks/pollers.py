@@ -127,9 +127,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", type=Path, default=None, help="append every run as a JSON line here")
     args = ap.parse_args()
-    from core.served import model_paths
+    from core.served import smollm2_checkpoint
 
-    models = f"{SMOLLM2}={model_paths(Settings())[SMOLLM2]}"
+    models = f"{SMOLLM2}={smollm2_checkpoint(Settings())}"
     rows = chat_lines(args.requests, SMOLLM2, max_tokens=args.max_tokens, temperature=0,
                       prefix="You are a helpful assistant. Answer briefly. ")
     results = []

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from benchmarks.deployment import Deployment, jsonl, wait_batch
 from core.config import SMOLLM2, Settings
-from core.served import model_paths
+from core.served import smollm2_checkpoint
 
 
 def rows(n: int, tag: str, max_tokens: int) -> list[dict]:
@@ -58,7 +58,7 @@ def main() -> None:
     ap.add_argument("--high-requests", type=int, default=16)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = ap.parse_args()
-    path = model_paths(Settings(data_dir=Path(tempfile.gettempdir()) / "bs-bench-models"))[SMOLLM2]
+    path = smollm2_checkpoint(Settings(data_dir=Path(tempfile.gettempdir()) / "bs-bench-models"))
     report = {"low_requests": args.low_requests, "high_requests": args.high_requests,
               "with": once(path, args.low_requests, args.high_requests, ("low", "high")),
               "without": once(path, args.low_requests, args.high_requests, ("normal", "normal"))}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from benchmarks.harness import run_service
 from core.config import SMOLLM2, Settings
-from core.served import model_paths
+from core.served import smollm2_checkpoint
 from scheduler.service import model_info
 from worker.engines.base import GenRequest
 from worker.engines.cpu import CpuEngine
@@ -67,7 +67,7 @@ def main() -> None:
     ap.add_argument("--max-batch", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    path = model_paths(Settings())[SMOLLM2]
+    path = smollm2_checkpoint(Settings())
     rows = workload(args.requests, args.max_tokens)
     runs = []
     for _ in range(args.repeats):

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from core.config import SMOLLM2, Settings
-from core.served import model_paths
+from core.config import Settings
+from core.served import smollm2_checkpoint
 from scheduler.planner.perf import HardwareProfile, ModelProfile
 from scheduler.planner.workload import Workload
 from scheduler.simulator.engine import EngineConfig, simulate
@@ -123,7 +123,7 @@ def main() -> None:
     ap.add_argument("--overlap", default="sequential")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    model = ModelProfile.from_config(model_paths(Settings())[SMOLLM2], "smollm2-135m")
+    model = ModelProfile.from_config(smollm2_checkpoint(Settings()), "smollm2-135m")
     measured: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for line in args.runs.read_text().splitlines():
         row = json.loads(line)

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.sim_vs_engine import compare, load, nnls
-from core.config import SMOLLM2, Settings
-from core.served import model_paths
+from core.config import Settings
+from core.served import smollm2_checkpoint
 from scheduler.planner.perf import HardwareProfile, ModelProfile
 from scheduler.simulator.engine import EngineConfig
 from scheduler.simulator.prefix import build_prefix_trie
@@ -60,7 +60,7 @@ def main() -> None:
         if "order" in r and str(r["db"]) == str(args.db):
             measured[r["order"]].append(r["seconds"])
     coef = fit([json.loads(x) for x in args.fit_steps.read_text().splitlines()] if args.fit_steps else runs)
-    model = ModelProfile.from_config(model_paths(Settings())[SMOLLM2], "smollm2-135m")
+    model = ModelProfile.from_config(smollm2_checkpoint(Settings()), "smollm2-135m")
     hw = HardwareProfile.from_step_costs("vllm-cpu-fit", model, **coef)
     options = VllmOptions()
     config = EngineConfig(step_tokens=options.max_num_batched_tokens, max_running=options.max_num_seqs,

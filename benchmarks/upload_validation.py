@@ -71,10 +71,10 @@ def main() -> None:
     src = tmp / "big.jsonl"
     size = make_file(src, args.lines, int(args.mb * 1e6))
     from core.config import Settings
-    from core.served import model_paths
+    from core.served import smollm2_checkpoint
 
     data_dir = Path(os.environ.get("BLENDSERVE_BENCH_DATA", "blendserve-data"))
-    model_dir = model_paths(Settings(data_dir=data_dir))[SMOLLM2]
+    model_dir = smollm2_checkpoint(Settings(data_dir=data_dir))
     # A deployment's scheduler tokenizes on every core (the test harness turns that off).
     d = Deployment(tmp / "data", "", f"{SMOLLM2}={model_dir}", BLENDSERVE_MAX_FILE_BYTES=str(size + 1),
                    TOKENIZERS_PARALLELISM="true", BLENDSERVE_PLANNER="fcfs")

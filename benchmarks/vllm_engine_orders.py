@@ -28,7 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from benchmarks.engine_orders import load  # noqa: E402
 from benchmarks.harness import emit  # noqa: E402
 from core.config import SMOLLM2, Settings  # noqa: E402
-from core.served import model_paths  # noqa: E402
+from core.served import smollm2_checkpoint  # noqa: E402
 from worker.engines.vllm import VllmEngine, VllmOptions  # noqa: E402
 
 
@@ -90,7 +90,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="append every run's summary to this JSONL file")
     ap.add_argument("--steps", type=Path, help="append every run's steps to this JSONL file (one line a run)")
     args = ap.parse_args()
-    path = model_paths(Settings())[SMOLLM2]
+    path = smollm2_checkpoint(Settings())
     orders = load(args.db)
     seconds: dict[str, list[float]] = {o: [] for o in args.orders}
     for _ in range(args.runs):

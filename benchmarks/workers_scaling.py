@@ -17,7 +17,7 @@ from benchmarks.deployment import pg_schema_url
 from benchmarks.harness import run_service
 from benchmarks.prefix_mix import workload
 from core.config import SMOLLM2, Settings
-from core.served import model_paths
+from core.served import smollm2_checkpoint
 
 
 def main() -> None:
@@ -25,7 +25,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=96)
     ap.add_argument("--planner", default="blendserve")
     args = ap.parse_args()
-    models = f"{SMOLLM2}={model_paths(Settings())[SMOLLM2]}"
+    models = f"{SMOLLM2}={smollm2_checkpoint(Settings())}"
     rows = workload(args.requests, seed=1, subjects=24)
     for n in (1, 2, 3):
         r = run_service(rows, models, workers=n, db_url=pg_schema_url(), BLENDSERVE_PLANNER=args.planner,

@@ -37,3 +37,11 @@ def _configured(settings: Settings) -> dict[str, Path]:
             raise ValueError(f"BLENDSERVE_MODELS entry {item!r} is not name=path")
         out[name.strip()] = Path(path.strip())
     return out
+
+
+def smollm2_checkpoint(settings: Settings) -> Path:
+    """SmolLM2's checkpoint alone, as the benchmarks run it: also where the embedding model's package is not
+    installed (.venv-vllm, .venv-sglang)."""
+    from core.modelstore import ensure_checkpoint, smollm2_gguf_path
+
+    return _configured(settings).get(SMOLLM2) or ensure_checkpoint(smollm2_gguf_path(), settings.models_dir)

@@ -15,9 +15,9 @@ import sqlalchemy as sa
 
 from core.config import SMOLLM2, ServerEngineSettings
 from core.modelstore import load_tokenizer
+from benchmarks.vllm_server import VllmServer, small_server_flags
 from tests.live import Deployment, chat_lines, jsonl, read_lines, wait_batch
 from tests.vllm.test_vllm_engine import SYSTEM, chat_ids
-from tests.vllm.vllm_server import BLOCK_SIZE, NUM_BLOCKS, VllmServer
 from worker.engines.base import GenRequest, GenResult, SamplingParams
 from worker.engines.logprobs import TokenNames
 from worker.engines.server import ServerEngine
@@ -26,12 +26,16 @@ pytest.importorskip("vllm", reason="vllm is not installed in this interpreter (s
 
 GREEDY = SamplingParams(max_tokens=24, temperature=0.0)
 NO_EOS = ((0, -100.0), (2, -100.0))     # SmolLM2's <|endoftext|> and <|im_end|>: generate to max_tokens
+# The in-process engine's test shape (tests/vllm/conftest.py): 4 running sequences, 512 blocks of 32 tokens.
+MAX_NUM_SEQS, BLOCK_SIZE, NUM_BLOCKS = 4, 32, 512
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, smollm2_checkpoint: Path) -> Iterator[VllmServer]:
     """One `vllm serve` for the module (about half a minute to start); the last test kills and restarts it."""
-    s = VllmServer(smollm2_checkpoint, tmp_path_factory.mktemp("vllm-serve") / "server.log").start()
+    s = VllmServer(small_server_flags(smollm2_checkpoint, SMOLLM2, MAX_NUM_SEQS, NUM_BLOCKS, BLOCK_SIZE),
+                   tmp_path_factory.mktemp("vllm-serve") / "server.log")
+    s.start(timeout=400)
     yield s
     s.kill()
 
