@@ -1,33 +1,39 @@
-"""Structured output on the CPU engine: a file of mixed JSON schemas, every output checked, and its tokens/s
-against the same prompts unconstrained.
+"""Structured output on the CPU engine or the vLLM engine: a file of mixed JSON schemas, every output checked,
+and its tokens/s against the same prompts unconstrained.
 
 One file of `--lines` requests (default 500) over five schemas (a sentiment label, an extraction record with
 free strings, a list of tags, a bounded integer score behind a `$ref`, and json_object), each a chat prompt
-that asks for it, on SmolLM2 through the CPU engine (no service: the engine is what the mask costs). Ways,
+that asks for it, on SmolLM2 through the CPU engine or, with `--engine vllm` (in .venv-vllm), vLLM's with its
+defaults here (VllmOptions; xgrammar as its structured-output backend) (no service: the engine is what the
+mask costs). Ways,
 alternated for `--repeats` rounds (fresh prefix cache each), speculative decoding off in both:
   json   the bodies with `response_format`, at `--max-tokens`;
   free   the same bodies without it, each line's max_tokens the tokens its constrained twin just produced,
          so both ways prefill the same prompts and decode the same number of tokens a line: the ratio is
          the mask's cost, not a difference in output lengths (free text runs to max_tokens, JSON stops).
 Reported: every constrained output that finished with "stop" parses and validates (share), the share that
-finished by "stop", and completion tokens per wall second and per CPU-second of this process (all its
-threads) of each way; medians of the repeats and their ratios.
+finished by "stop", and completion tokens per wall second and per CPU-second of this process and its
+children (all their threads: the masks' and vLLM's engine core's included) of each way; medians of the
+repeats and their ratios.
 
     .venv/bin/python -m benchmarks.structured_output --lines 500 --repeats 3
+    scripts/setup_vllm.sh .venv-vllm/bin/python -m benchmarks.structured_output --engine vllm --lines 500
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from pathlib import Path
 
 import jsonschema_rs
 
+from benchmarks.harness import tree_cpu_s
 from core.bodies import model_info, tokenize
-from core.modelstore import ensure_checkpoint, smollm2_gguf_path
-from worker.engines.base import GenRequest
+from core.modelstore import ensure_checkpoint, load_tokenizer, smollm2_gguf_path
+from worker.engines.base import Engine, GenRequest
 from worker.engines.cpu import CpuEngine
 from worker.engines.speculative import SpecConfig
 from worker.responses import sampling_params
@@ -69,15 +75,16 @@ def lines(n: int) -> list[tuple[dict, dict | None]]:
     return out
 
 
-def run(engine: CpuEngine, prompts: list[list[int]], bodies: list[dict],
+def run(engine: Engine, prompts: list[list[int]], bodies: list[dict],
         max_tokens: list[int]) -> tuple[list, float, float]:
-    """Results, wall seconds and CPU seconds of this process (every thread: the masks' included)."""
-    engine.close()                                  # a fresh prefix cache for each run
+    """Results, wall seconds and CPU seconds of this process and its children."""
+    engine.reset_cache() if hasattr(engine, "reset_cache") else engine.close()   # a fresh prefix cache each run
     requests = [GenRequest(i, ids, sampling_params(b, mt))
                 for i, (ids, b, mt) in enumerate(zip(prompts, bodies, max_tokens))]
-    t0, c0 = time.perf_counter(), time.process_time()
+    seen: dict[int, float] = {}
+    t0, c0 = time.perf_counter(), tree_cpu_s(os.getpid(), seen)
     results = sorted(engine.generate(requests), key=lambda r: r.key)
-    return results, time.perf_counter() - t0, time.process_time() - c0
+    return results, time.perf_counter() - t0, tree_cpu_s(os.getpid(), seen) - c0
 
 
 def main() -> None:
@@ -86,12 +93,20 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--models", type=Path, default=Path("blendserve-data/models"))
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/structured_output.jsonl"))
+    ap.add_argument("--engine", choices=("cpu", "vllm"), default="cpu")
+    ap.add_argument("--out", type=Path, help="append rows here (default benchmarks/results/structured_output"
+                                              "[_vllm].jsonl)")
     args = ap.parse_args()
+    out = args.out or Path("benchmarks/results/structured_output" + ("_vllm" if args.engine == "vllm" else "")
+                           + ".jsonl")
     path = ensure_checkpoint(smollm2_gguf_path(), args.models)
-    # Speculation off: constrained sequences do not draft, and the comparison is of the mask's cost.
-    engine = CpuEngine(path, "SmolLM2-135M-Instruct", speculative=SpecConfig())
-    info = model_info("SmolLM2-135M-Instruct", path, engine.tokenizer)
+    if args.engine == "vllm":
+        from worker.engines.vllm import VllmEngine
+
+        engine: Engine = VllmEngine(path, "SmolLM2-135M-Instruct")
+    else:       # speculation off: constrained sequences do not draft, and the comparison is of the mask's cost
+        engine = CpuEngine(path, "SmolLM2-135M-Instruct", speculative=SpecConfig())
+    info = model_info("SmolLM2-135M-Instruct", path, load_tokenizer(path))
     file = lines(args.lines)
     bodies = [b for b, _ in file]
     free = [{k: v for k, v in b.items() if k != "response_format"} for b in bodies]
@@ -120,16 +135,16 @@ def main() -> None:
                 row.update(stopped=len(stopped), valid=valid)
                 lengths = [max(1, r.completion_tokens) for r in results]     # the free twin's max_tokens
             print(json.dumps(row), flush=True)
-            with args.out.open("a") as f:
-                f.write(json.dumps(row) + "\n")
+            with out.open("a") as f:
+                f.write(json.dumps({"engine": args.engine, **row}) + "\n")
     med = {k: statistics.median(v) for k, v in rates.items()}
     med_cpu = {k: statistics.median(v) for k, v in per_cpu.items()}
-    summary = {"median_tokens_per_s": {k: round(v, 1) for k, v in med.items()},
+    summary = {"engine": args.engine, "median_tokens_per_s": {k: round(v, 1) for k, v in med.items()},
                "ratio_json_to_free": round(med["json"] / med["free"], 3),
                "median_tokens_per_cpu_s": {k: round(v, 1) for k, v in med_cpu.items()},
                "cpu_ratio_json_to_free": round(med_cpu["json"] / med_cpu["free"], 3)}
     print(json.dumps(summary))
-    with args.out.open("a") as f:
+    with out.open("a") as f:
         f.write(json.dumps(summary) + "\n")
 
 

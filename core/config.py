@@ -91,6 +91,7 @@ class VllmSettings(BaseSettings):
     enforce_eager: bool = True                # CUDA graphs / torch.compile: ~170 s to start on CPU instead of ~36 s
     dtype: str = ""                           # "": bfloat16 where the device computes it natively, else float32
     num_blocks: int | None = Field(None, gt=0)   # KV blocks instead of what the device's memory allows
+    queued: int = Field(64, ge=0)             # requests waiting in vLLM beyond max_num_seqs, in plan order
 
 
 class SglangSettings(BaseSettings):

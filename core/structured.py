@@ -274,3 +274,15 @@ def constraint(body: dict) -> tuple[Constraint | None, ToolCall | None]:
     if forced is not None:
         return forced
     return fmt, None
+
+
+def split_call(tool: ToolCall, text: str) -> tuple[str, str] | None:
+    """A forced call's function name and its arguments (JSON text) from the generated output; None when the
+    output is no whole call (cut off by max_tokens under "required" over several functions)."""
+    if tool.name is not None:
+        return tool.name, text
+    try:
+        call = json.loads(text)
+        return call["name"], json.dumps(call["arguments"], ensure_ascii=False)
+    except (ValueError, KeyError, TypeError):
+        return None

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import time
 
-from core import embeddings, responses_api
-from worker.engines.base import GenResult
+from core import embeddings, response_object, responses_api
+from core.structured import ToolCall
+from worker.engines.base import GenResult, TokenLogprob
+from worker.responses import tool_call
 
 ENDPOINTS = (embeddings.ENDPOINT, responses_api.ENDPOINT)
 
@@ -19,10 +21,25 @@ def embedding_body(model: str, res: GenResult, body: dict) -> dict:
     return embeddings.response_body(model, res.vectors, res.prompt_tokens, body.get("encoding_format") or "float")
 
 
+def output_logprobs(entries: list[TokenLogprob] | None) -> list[dict] | None:
+    """The Responses API's shape of each output token: token, bytes, logprob and the likeliest tokens."""
+    if entries is None:
+        return None
+    return [{"token": e.token, "bytes": e.bytes, "logprob": e.logprob,
+             "top_logprobs": [{"token": t.token, "bytes": t.bytes, "logprob": t.logprob} for t in e.top]}
+            for e in entries]
+
+
+def response_tool(body: dict) -> ToolCall | None:
+    """The call a Responses body forces (its tools in chat's words), or None."""
+    return tool_call(responses_api.chat_params(body))
+
+
 def responses_body(model: str, res: GenResult, body: dict) -> dict:
-    resp_id, msg_id = responses_api.new_ids()
-    return responses_api.finished(body, model, resp_id, msg_id, int(time.time()), res.text, res.finish_reason,
-                                  res.prompt_tokens, res.cached_tokens, res.completion_tokens)
+    resp_id, item_id = response_object.new_ids()
+    return response_object.finished(body, model, resp_id, item_id, int(time.time()), res.text, res.finish_reason,
+                                    res.prompt_tokens, res.cached_tokens, res.completion_tokens, response_tool(body),
+                                    output_logprobs(res.logprobs))
 
 
 def result_body(endpoint: str, model: str, res: GenResult, body: dict) -> dict:

@@ -158,7 +158,8 @@ class InteractiveServer:
         """/v1/embeddings and /v1/responses (worker/interactive_api.py): the same lane, their own answers."""
         call = self.calls[req.key] = Call(req.key, h.path)
         if streaming:
-            req = dataclasses.replace(req, on_tokens=lambda ids, **_: call.events.put(("tokens", ids)))
+            req = dataclasses.replace(req, on_tokens=lambda ids, choice=0, logprobs=None: call.events.put(
+                ("tokens", (ids, logprobs))))
         self.lane.put(req)
         try:
             if streaming:

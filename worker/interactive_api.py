@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from core import embeddings, responses_api
+from core import embeddings, response_object, responses_api
 from core.fields import BodyError
-from worker.api_results import result_body
+from worker.api_results import output_logprobs, response_tool, result_body
 from worker.engines.base import GenRequest, SamplingParams
 from worker.http_io import Call, TextStream, error_body, send_json
 from worker.responses import sampling_params
@@ -68,9 +68,11 @@ def reply(h: BaseHTTPRequestHandler, call: Call, body: dict, model_name: str) ->
 
 
 def stream(h: BaseHTTPRequestHandler, call: Call, body: dict, model_name: str, tokenizer: Any) -> None:
-    """The Responses API's events: the opening four, a delta per run of new text, the closing four."""
-    events = responses_api.EventStream(body, model_name)
+    """The Responses API's events: the opening ones, a delta per run of new text (with its tokens' logprobs
+    when asked), the closing ones."""
+    events = response_object.EventStream(body, model_name, response_tool(body))
     text = TextStream(tokenizer, ())
+    pending: list = []      # the logprobs of tokens whose text has not gone out yet
 
     def send(items: list[tuple[str, dict]]) -> None:
         for kind, ev in items:
@@ -85,15 +87,17 @@ def stream(h: BaseHTTPRequestHandler, call: Call, body: dict, model_name: str, t
     while True:
         kind, value = call.next(h)
         if kind == "tokens":
-            if delta := text.add(value):
-                send([events.delta(delta)])
+            ids, logprobs = value
+            pending += logprobs or ()
+            if delta := text.add(ids):
+                send(events.delta(delta, output_logprobs(pending)))
+                pending = []
         elif kind == "error":
             send([events.error(value)])
             return
         else:
             if rest := text.close(value.text):
-                send([events.delta(rest)])
+                send(events.delta(rest, output_logprobs(pending)))
             send(events.closing(value.text, value.finish_reason, value.prompt_tokens, value.cached_tokens,
-                                value.completion_tokens))
+                                value.completion_tokens, output_logprobs(value.logprobs)))
             return
-

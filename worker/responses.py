@@ -1,11 +1,10 @@
 """Engine results to the bodies the synchronous endpoints return, and request bodies to sampling params."""
 from __future__ import annotations
 
-import json
 import time
 
 from core.ids import new_id
-from core.structured import ToolCall, constraint
+from core.structured import ToolCall, constraint, split_call
 from worker.engines.base import GenResult, SamplingParams, TokenLogprob
 
 
@@ -76,13 +75,10 @@ def chat_message(r: GenResult, tool: ToolCall | None) -> tuple[dict, str]:
     """The assistant message of one choice and its finish_reason: a forced call becomes `tool_calls`."""
     if tool is None:
         return {"role": "assistant", "content": r.text, "refusal": None}, r.finish_reason
-    name, arguments = tool.name, r.text
-    if name is None:                      # "required" over several functions: {"name": ..., "arguments": {...}}
-        try:
-            call = json.loads(r.text)
-            name, arguments = call["name"], json.dumps(call["arguments"], ensure_ascii=False)
-        except (ValueError, KeyError, TypeError):   # cut off by max_tokens: no call to return
-            return {"role": "assistant", "content": r.text, "refusal": None}, r.finish_reason
+    call = split_call(tool, r.text)
+    if call is None:                      # cut off by max_tokens: no call to return
+        return {"role": "assistant", "content": r.text, "refusal": None}, r.finish_reason
+    name, arguments = call
     calls = [{"id": new_id("call_"), "type": "function", "function": {"name": name, "arguments": arguments}}]
     finish = "tool_calls" if r.finish_reason == "stop" else r.finish_reason
     return {"role": "assistant", "content": None, "refusal": None, "tool_calls": calls}, finish

@@ -215,7 +215,7 @@ class WorkerService(PoisonRequests):
                     body = responses_api.chat_params(r.body) if r.endpoint == responses_api.ENDPOINT else r.body
                     req = GenRequest(key=r.id, input_ids=np.frombuffer(r.prompt_ids, dtype="<i4").tolist(),
                                      params=sampling_params(body, r.max_tokens))
-                    if (tool := tool_call(r.body)) is not None:
+                    if r.endpoint not in api_results.ENDPOINTS and (tool := tool_call(body)) is not None:
                         self.tools[r.id] = tool
                 except Exception as e:      # the request alone is bad: its own error line
                     self._settle_failed(cid, r.id, f"The request's parameters could not be applied: {e}")

@@ -1,5 +1,6 @@
 """/v1/responses end to end with the real `openai` SDK against the real server: plain, streamed (its event
-types), and as a batch endpoint (files + batches), on SQLite and PostgreSQL; what is refused is a 400."""
+types), and as a batch endpoint (files + batches), on SQLite and PostgreSQL, with text.format, forced function
+calls and logprobs; what is refused is a 400."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,8 @@ ASK = "Name three colours."
 ITEM = {"type": "object", "additionalProperties": False, "required": ["kind", "score"],
         "properties": {"kind": {"enum": ["k1", "k2"]}, "score": {"type": "integer", "minimum": 1, "maximum": 5}}}
 TEXT = {"format": {"type": "json_schema", "name": "item", "schema": ITEM, "strict": True}}
+RATE = {"type": "function", "name": "rate", "description": "Rate an item.", "parameters": ITEM, "strict": True}
+LOGPROBS = ["message.output_text.logprobs"]
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +88,11 @@ def test_streamed_events_add_up_to_the_plain_answer(client) -> None:
     ({"text": {"format": {"type": "xml"}}}, "text.format.type"),
     ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object", "allOf": []}}}},
      "text.format.schema"),
-    ({"input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]}, "input[0].type"),
+    ({"input": [{"type": "reasoning", "summary": []}]}, "input[0].type"),
+    ({"tools": [RATE]}, "tool_choice"),         # "auto": the model's chat template has no tool-call format
+    ({"tools": [{"type": "web_search"}], "tool_choice": "required"}, "tools[0].type"),
+    ({"include": ["reasoning.encrypted_content"]}, "include"),
+    ({"include": LOGPROBS, "top_logprobs": 21}, "top_logprobs"),
 ])
 def test_refused_with_a_400_naming_the_parameter(client, kwargs, param) -> None:
     with pytest.raises(openai.BadRequestError) as e:
@@ -128,3 +135,64 @@ def test_text_format_json_schema_interactively_and_in_a_batch(client) -> None:
         body = line["response"]["body"]
         assert body["status"] == "completed"
         jsonschema_rs.validate(ITEM, json.loads(body["output"][0]["content"][0]["text"]))
+
+
+def test_forced_function_call_plain_streamed_answered_and_in_a_batch(client) -> None:
+    r = client.responses.create(model=TINY, input="Rate it.", tools=[RATE], tool_choice="required",
+                                max_output_tokens=60, temperature=1.0)
+    call = r.output[0]
+    assert r.status == "completed" and (call.type, call.name, call.status) == ("function_call", "rate", "completed")
+    jsonschema_rs.validate(ITEM, json.loads(call.arguments))
+    assert call.call_id.startswith("call_") and r.tools[0].name == "rate" and r.tool_choice == "required"
+    # The call and the function's output sent back: the conversation goes on without stored state.
+    more = client.responses.create(model=TINY, max_output_tokens=4, temperature=0, input=[
+        {"role": "user", "content": "Rate it."}, call,
+        {"type": "function_call_output", "call_id": call.call_id, "output": "Thanks."}])
+    assert more.output[0].type == "message" and more.usage.input_tokens > r.usage.input_tokens
+    events = list(client.responses.create(model=TINY, input="Rate it.", tools=[RATE], max_output_tokens=60,
+                                          tool_choice={"type": "function", "name": "rate"}, stream=True))
+    kinds = [e.type for e in events]
+    assert kinds[:3] == ["response.created", "response.in_progress", "response.output_item.added"]
+    assert kinds[-3:] == ["response.function_call_arguments.done", "response.output_item.done", "response.completed"]
+    assert set(kinds[3:-3]) == {"response.function_call_arguments.delta"}
+    streamed = "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta")
+    assert streamed == events[-3].arguments == events[-1].response.output[0].arguments
+    jsonschema_rs.validate(ITEM, json.loads(streamed))
+    rows = [{"custom_id": f"t{i}", "method": "POST", "url": "/v1/responses",
+             "body": {"model": TINY, "input": f"Rate item {i}.", "tools": [RATE], "tool_choice": "required",
+                      "max_output_tokens": 60, "temperature": 1.0}} for i in range(4)]
+    b = run_batch(client, rows, endpoint="/v1/responses")
+    assert b.status == "completed" and b.request_counts.completed == 4, b
+    for line in read_lines(client, b.output_file_id):
+        item = line["response"]["body"]["output"][0]
+        assert (item["type"], item["name"]) == ("function_call", "rate")
+        jsonschema_rs.validate(ITEM, json.loads(item["arguments"]))
+
+
+def test_logprobs_are_the_chats_plain_streamed_and_in_a_batch(client) -> None:
+    r = client.responses.create(model=TINY, input=ASK, max_output_tokens=5, temperature=0, include=LOGPROBS,
+                                top_logprobs=2)
+    chat = client.chat.completions.create(model=TINY, messages=[{"role": "user", "content": ASK}], max_tokens=5,
+                                          temperature=0, logprobs=True, top_logprobs=2)
+    lp = r.output[0].content[0].logprobs
+    want = chat.choices[0].logprobs.content
+    assert [x.token for x in lp] == [x.token for x in want] and len(lp) == 5
+    assert [x.logprob for x in lp] == pytest.approx([x.logprob for x in want], abs=1e-3)
+    assert all(len(x.top_logprobs) == 2 and x.bytes == list(x.token.encode()) for x in lp if
+               not x.token.startswith("bytes:"))
+    events = list(client.responses.create(model=TINY, input=ASK, max_output_tokens=5, temperature=0,
+                                          include=LOGPROBS, top_logprobs=2, stream=True))
+    streamed = [x for e in events if e.type == "response.output_text.delta" for x in e.logprobs]
+    assert [x.token for x in streamed] == [x.token for x in lp]
+    assert [len(x.top_logprobs) for x in streamed] == [2] * 5
+    assert client.responses.create(model=TINY, input=ASK, max_output_tokens=5, top_logprobs=2).output[0] \
+        .content[0].logprobs == []          # as vLLM: without the include, none
+    rows = [{"custom_id": f"l{i}", "method": "POST", "url": "/v1/responses",
+             "body": {"model": TINY, "input": f"{ASK} ({i})", "max_output_tokens": 4, "temperature": 0,
+                      "include": LOGPROBS, "top_logprobs": 1}} for i in range(3)]
+    b = run_batch(client, rows, endpoint="/v1/responses")
+    assert b.status == "completed", b
+    for line in read_lines(client, b.output_file_id):
+        body = line["response"]["body"]
+        lps = body["output"][0]["content"][0]["logprobs"]
+        assert len(lps) == body["usage"]["output_tokens"] == 4 and all(len(x["top_logprobs"]) == 1 for x in lps)

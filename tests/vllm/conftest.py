@@ -16,9 +16,9 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 from worker.engines.vllm import VllmEngine, VllmOptions  # noqa: E402  (imports vllm only when an engine starts)
 
-# Small enough that a test can see admission stop at max_num_seqs; a KV cache of 512 blocks
-# (16K tokens) instead of the 1 GiB VLLM_CPU_KVCACHE_SPACE would give.
-OPTIONS = VllmOptions(max_num_seqs=4, block_size=32, max_num_batched_tokens=2048, num_blocks=512)
+# Small enough that a test can see admission stop at max_num_seqs running and `queued` waiting; a KV
+# cache of 512 blocks (16K tokens) instead of the 1 GiB VLLM_CPU_KVCACHE_SPACE would give.
+OPTIONS = VllmOptions(max_num_seqs=4, block_size=32, max_num_batched_tokens=2048, num_blocks=512, queued=2)
 
 
 @pytest.fixture(scope="session")

@@ -13,9 +13,9 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from benchmarks.vllm_server import VllmServer, small_server_flags
 from core.config import SMOLLM2, ServerEngineSettings
 from core.modelstore import load_tokenizer
-from benchmarks.vllm_server import VllmServer, small_server_flags
 from tests.live import Deployment, chat_lines, jsonl, read_lines, wait_batch
 from tests.vllm.test_vllm_engine import SYSTEM, chat_ids
 from worker.engines.base import GenRequest, GenResult, SamplingParams

@@ -71,11 +71,12 @@ def test_admits_lazily_in_order(engine: VllmEngine, smollm2_checkpoint: Path) ->
             pulled.append(r.key)
             yield r
 
-    finished = []
+    finished, most = [], 0
     for res in engine.generate(stream()):
-        # Never more than max_num_seqs admitted and unfinished.
-        assert len(pulled) - len(finished) <= OPTIONS.max_num_seqs
+        # Never more than max_num_seqs running and `queued` waiting handed to vLLM and unfinished.
+        most = max(most, len(pulled) - len(finished))
         finished.append(res.key)
+    assert most == OPTIONS.max_num_seqs + OPTIONS.queued
     assert pulled == [r.key for r in requests]
     assert sorted(finished) == pulled
     assert finished[:2] == [100, 101]         # shortest first: admitted first, same prompt

@@ -10,6 +10,8 @@ import jsonschema_rs
 import pytest
 
 from core.modelstore import load_tokenizer
+from core.responses_api import LOGPROBS, chat_params
+from worker.api_results import result_body
 from worker.engines.base import GenRequest, SamplingParams
 from worker.engines.vllm import VllmEngine
 from worker.responses import response_body, sampling_params
@@ -39,6 +41,29 @@ def test_structured_logprobs_and_n(engine: VllmEngine, smollm2_checkpoint: Path)
     three = response_body("/v1/chat/completions", "m", out[3])
     assert [c["index"] for c in three["choices"]] == [0, 1, 2]
     assert three["usage"]["completion_tokens"] == sum(len(r.output_ids) for r in [out[3], *out[3].choices])
+
+
+def test_responses_forced_call_and_logprobs(engine: VllmEngine, smollm2_checkpoint: Path) -> None:
+    """A Responses body goes through the same translation as on the CPU engine: a forced call generated under
+    its function's schema, logprobs in output_text's shape."""
+    from openai.types.responses import Response
+
+    tok = load_tokenizer(smollm2_checkpoint)
+    text = tok.apply_chat_template([{"role": "user", "content": "Label: 'Great food.'"}], add_generation_prompt=True,
+                                   tokenize=False)
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    tool = {"type": "function", "name": "label", "parameters": LABEL, "strict": True}
+    bodies = {1: {"model": "m", "input": "x", "tools": [tool], "tool_choice": "required", "temperature": 0},
+              2: {"model": "m", "input": "x", "include": [LOGPROBS], "top_logprobs": 2, "temperature": 0}}
+    out = {r.key: r for r in engine.generate([GenRequest(k, ids, sampling_params(chat_params(b), 64))
+                                              for k, b in bodies.items()])}
+    call = Response.model_validate(result_body("/v1/responses", "m", out[1], bodies[1])).output[0]
+    assert (call.type, call.name) == ("function_call", "label"), out[1]
+    assert out[1].finish_reason == "stop", out[1]
+    jsonschema_rs.validate(LABEL, json.loads(call.arguments))
+    text = Response.model_validate(result_body("/v1/responses", "m", out[2], bodies[2])).output[0].content[0]
+    assert len(text.logprobs) == len(out[2].output_ids) - (out[2].finish_reason == "stop")
+    assert all(len(e.top_logprobs) == 2 and e.logprob <= 0 for e in text.logprobs)
 
 
 def _computed(engine: VllmEngine) -> float:

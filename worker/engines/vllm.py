@@ -1,9 +1,13 @@
 """vLLM's offline engine behind worker.engines.base.Engine.
 
-The worker, not vLLM, decides the order: requests reach vLLM's FCFS scheduler
-as token ids, in plan order, and only while it has room (about
-``max_num_seqs`` in flight), so the plan's admission order is vLLM's admission
-order and requests not yet admitted can still be filtered by the worker. The
+The worker, not vLLM, decides the order: requests reach vLLM's scheduler as
+token ids, in plan order, and only while it has room (``max_num_seqs`` running
+and ``queued`` more waiting in vLLM), so the plan's admission order is vLLM's
+admission order and requests not yet handed over can still be filtered by the
+worker. The queue inside vLLM lets its scheduler fill a slot in the same step
+that freed it (short answers free slots every step), as run_batch's whole-file
+queue does; interactive requests go in at a higher priority (vLLM's priority
+policy: lower first, then arrival), so they wait behind no queued batch work. The
 step loop of ``LLMEngine`` (rather than ``LLM.generate``, which takes the whole
 list at once) is what makes that lazy admission possible, and it lets the
 engine abort requests whose batch was cancelled between two steps.
@@ -47,6 +51,7 @@ def default_dtype() -> str:
 
 
 _D = VllmSettings.model_fields     # one set of defaults: the settings' own
+URGENT = -1                        # vLLM's priority of interactive requests (batch work: 0; lower runs first)
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,7 @@ class VllmOptions:
     # KV blocks to allocate instead of what VLLM_CPU_KVCACHE_SPACE allows (whole GiB on CPU): a
     # benchmark scales the cache down with its workload, as a real batch is many times a GPU's cache.
     num_blocks: int | None = None
+    queued: int = _D["queued"].default
     # BLENDSERVE_SPECULATIVE=ngram: vLLM's own n-gram (prompt lookup) speculation; off unless set.
     speculative: SpecConfig = SpecConfig()
 
@@ -71,12 +77,13 @@ class VllmOptions:
         s = settings or VllmSettings()
         return cls(max_num_seqs=s.max_num_seqs, block_size=s.block_size,
                    max_num_batched_tokens=s.max_num_batched_tokens, enforce_eager=s.enforce_eager,
-                   dtype=s.dtype, num_blocks=s.num_blocks, speculative=SpecConfig.from_settings(speculative))
+                   dtype=s.dtype, num_blocks=s.num_blocks, queued=s.queued,
+                   speculative=SpecConfig.from_settings(speculative))
 
     def engine_args(self, model_path: Path, model_name: str) -> dict:
         """Keyword arguments for vllm.EngineArgs (also the flags the benchmark gives run_batch)."""
         args = dict(model=str(model_path), served_model_name=[model_name], dtype=self.dtype or default_dtype(),
-                    enable_prefix_caching=True, scheduling_policy="fcfs", block_size=self.block_size,
+                    enable_prefix_caching=True, scheduling_policy="priority", block_size=self.block_size,
                     max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
                     enforce_eager=self.enforce_eager, seed=0,
                     # logprobs of the distribution sampled from (after temperature and penalties), as OpenAI
@@ -87,6 +94,14 @@ class VllmOptions:
         if self.speculative.on:
             args["speculative_config"] = self.speculative.vllm()
         return args
+
+
+def _less_eos(completion, entries: list[TokenLogprob] | None) -> list[TokenLogprob] | None:
+    """vLLM keeps the EOS (or stop token) that ended a choice among its tokens; OpenAI's logprobs, and the CPU
+    engine's, list only the answer's own tokens."""
+    if entries and completion.finish_reason == "stop" and not isinstance(completion.stop_reason, str):
+        return entries[:-1]
+    return entries
 
 
 class VllmEngine:
@@ -135,9 +150,9 @@ class VllmEngine:
         try:
             while True:
                 for request in urgent() if urgent is not None else ():
-                    rid = self._add(request)
+                    rid = self._add(request, URGENT)
                     running[rid], sent[rid] = request, 0
-                while not exhausted and len(running) < self.options.max_num_seqs:
+                while not exhausted and len(running) < self.options.max_num_seqs + self.options.queued:
                     request = next(stream, None)
                     if request is None:
                         exhausted = True
@@ -164,7 +179,7 @@ class VllmEngine:
             if running:
                 self._engine.abort_request(list(running))
 
-    def _add(self, request: GenRequest) -> str:
+    def _add(self, request: GenRequest, priority: int = 0) -> str:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
@@ -179,7 +194,8 @@ class VllmEngine:
             max_tokens=p.max_tokens, temperature=p.temperature, top_p=p.top_p, stop=list(p.stop) or None,
             seed=p.seed, presence_penalty=p.presence_penalty, frequency_penalty=p.frequency_penalty,
             logit_bias=dict(p.logit_bias) or None, n=p.n, logprobs=p.logprobs, structured_outputs=structured,
-            output_kind=RequestOutputKind.CUMULATIVE if request.on_tokens else RequestOutputKind.FINAL_ONLY))
+            output_kind=RequestOutputKind.CUMULATIVE if request.on_tokens else RequestOutputKind.FINAL_ONLY),
+            priority=priority)
         return rid
 
     def _entries(self, completion, k: int, start: int = 0) -> list[TokenLogprob] | None:
@@ -224,11 +240,15 @@ class VllmEngine:
             finish_reason="length" if completion.finish_reason == "length" else "stop",
             prompt_tokens=len(request.input_ids),
             cached_tokens=int(out.num_cached_tokens or 0),
-            logprobs=self._entries(completion, request.params.logprobs or 0),
+            logprobs=_less_eos(completion, self._entries(completion, request.params.logprobs or 0)),
         ) for completion in sorted(out.outputs, key=lambda c: c.index)]
         first.choices = rest
         first.__post_init__()             # completion tokens of every choice
         return first
+
+    def reset_cache(self) -> None:
+        """Drop every cached prefix (idle engine only): benchmarks compare runs from an empty cache."""
+        self._engine.reset_prefix_cache()
 
     def close(self) -> None:
         engine, self._engine = self._engine, None
