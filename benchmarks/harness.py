@@ -143,11 +143,11 @@ def tree_cpu_s(pid: int, seen: dict[int, float] | None = None) -> float:
 def run_service_way(rows: list[dict], model: Path, planner: str, tmp: Path, engine: str = "vllm",
                     worker_args: tuple[str, ...] = (), server_pid: int | None = None) -> WayRun:
     """A fresh deployment whose worker (vLLM, the CPU engine, or the openai engine in front of a server
-    whose process is ``server_pid``) is up before the upload; the service's own chunk, lease and round
-    settings. Run phase: the batch's first claim to its last result. CPU: the worker's process tree and the
-    server's."""
+    whose process is ``server_pid``) is up before the upload; the service's own chunk, lease, round and
+    poll settings (the deployment's test defaults poll four times as often). Run phase: the batch's first
+    claim to its last result. CPU: the worker's process tree and the server's."""
     d = Deployment(tmp, "", f"{SMOLLM2}={model}", BLENDSERVE_PLANNER=planner, BLENDSERVE_CHUNK_REQUESTS="32",
-                   BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_PLAN_MAX_WAIT_S="1.0")
+                   BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_PLAN_MAX_WAIT_S="1.0", BLENDSERVE_POLL_INTERVAL_S="0.2")
     if engine == "cpu":
         d.env.pop("LD_PRELOAD", None)        # vLLM's Intel OpenMP is not for torch's CPU build
     d.start("api")

@@ -146,6 +146,7 @@ def main() -> None:
     print(json.dumps(summary))
     with out.open("a") as f:
         f.write(json.dumps(summary) + "\n")
+    engine.close()          # vLLM's engine core is a process of its own: without this the run never exits
 
 
 if __name__ == "__main__":

@@ -32,8 +32,13 @@ def load_engine(kind: str, model_path: Path, model_name: str, settings: Settings
         return SGLangEngine(model_path, model_name, tp=settings.tp, options=settings.sglang,
                             speculative=SpecConfig.from_settings(settings.spec))
     if kind == "vllm":
+        from core.embedstore import is_embedding_checkpoint
         from worker.engines.vllm import VllmEngine, VllmOptions
 
+        if is_embedding_checkpoint(model_path):     # vLLM's pooling runner: /v1/embeddings
+            from worker.engines.vllm_embed import VllmEmbeddingEngine
+
+            return VllmEmbeddingEngine(model_path, model_name, VllmOptions.from_settings(settings.vllm))
         return VllmEngine(model_path, model_name, VllmOptions.from_settings(settings.vllm, settings.spec))
     if kind == "openai":
         from worker.engines.server import ServerEngine
