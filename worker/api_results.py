@@ -12,7 +12,7 @@ import time
 from core import embeddings, response_object, responses_api
 from core.structured import ToolCall
 from worker.engines.base import GenResult, TokenLogprob
-from worker.responses import tool_call
+from worker.responses import logprob_entries, tool_call
 
 ENDPOINTS = (embeddings.ENDPOINT, responses_api.ENDPOINT)
 
@@ -22,12 +22,8 @@ def embedding_body(model: str, res: GenResult, body: dict) -> dict:
 
 
 def output_logprobs(entries: list[TokenLogprob] | None) -> list[dict] | None:
-    """The Responses API's shape of each output token: token, bytes, logprob and the likeliest tokens."""
-    if entries is None:
-        return None
-    return [{"token": e.token, "bytes": e.bytes, "logprob": e.logprob,
-             "top_logprobs": [{"token": t.token, "bytes": t.bytes, "logprob": t.logprob} for t in e.top]}
-            for e in entries]
+    """The Responses API's `output_text.logprobs`: chat's entries, or None where none were asked for."""
+    return None if entries is None else logprob_entries(entries)
 
 
 def response_tool(body: dict) -> ToolCall | None:

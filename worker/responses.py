@@ -48,13 +48,19 @@ def usage(r: GenResult) -> dict:
             "completion_tokens_details": {"reasoning_tokens": 0}}
 
 
+def logprob_entries(entries: list[TokenLogprob]) -> list[dict]:
+    """Each output token as OpenAI lists it (chat's `content`, the Responses API's `output_text.logprobs`):
+    token, logprob, bytes and the likeliest tokens."""
+    return [{"token": e.token, "logprob": e.logprob, "bytes": e.bytes,
+             "top_logprobs": [{"token": t.token, "logprob": t.logprob, "bytes": t.bytes} for t in e.top]}
+            for e in entries]
+
+
 def chat_logprobs(entries: list[TokenLogprob] | None) -> dict | None:
     """OpenAI's chat shape: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}."""
     if entries is None:
         return None
-    return {"content": [{"token": e.token, "logprob": e.logprob, "bytes": e.bytes,
-                         "top_logprobs": [{"token": t.token, "logprob": t.logprob, "bytes": t.bytes} for t in e.top]}
-                        for e in entries], "refusal": None}
+    return {"content": logprob_entries(entries), "refusal": None}
 
 
 def completion_logprobs(entries: list[TokenLogprob] | None, offset: int = 0) -> dict | None:
