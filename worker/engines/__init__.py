@@ -27,6 +27,12 @@ def load_engine(kind: str, model_path: Path, model_name: str, settings: Settings
         return CpuEngine(model_path, model_name, config=settings.cpu,
                          speculative=SpecConfig.from_settings(settings.spec, default="ngram"))
     if kind == "sglang":
+        from core.embedstore import is_embedding_checkpoint
+
+        if is_embedding_checkpoint(model_path):     # SGLang's embedding mode: /v1/embeddings
+            from worker.engines.sglang_embed import SGLangEmbeddingEngine
+
+            return SGLangEmbeddingEngine(model_path, model_name, tp=settings.tp, options=settings.sglang)
         from worker.engines.sglang import SGLangEngine
 
         return SGLangEngine(model_path, model_name, tp=settings.tp, options=settings.sglang,

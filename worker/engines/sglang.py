@@ -61,6 +61,36 @@ def _entries(meta: dict, start: int = 0) -> list[TokenLogprob] | None:
             for (lp, _, text), top in zip(chosen[start:], tops[start:])]
 
 
+def launch(factory: Callable[..., Any], args: dict) -> Any:
+    """`factory(**args)` (sglang.Engine), keeping the process's logging: SGLang's configure_logger replaces
+    it (basicConfig(force=True)), which would silence the worker's own handlers."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        return factory(**args)
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+def loop_thread(engine: Any) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
+    """The one event loop every SGLang coroutine of `engine` runs on, running in a daemon thread of its own.
+    `engine.loop` points at it, so that a synchronous Engine call fails at once instead of hanging."""
+    loop = asyncio.new_event_loop()
+    engine.loop = loop
+    started = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(started.set)
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True, name="sglang-loop")
+    thread.start()
+    started.wait()
+    return loop, thread
+
+
 def _scheduler_info(engine: Any) -> dict:
     """Rank 0's start-up report (max_total_num_tokens, max_req_input_len ...), read without the engine's loop."""
     return dict(engine._scheduler_init_result.scheduler_infos[0])
@@ -77,13 +107,7 @@ class SGLangEngine:
         self.model_name = model_name
         self.options = options or SglangSettings()
         spec = speculative or SpecConfig()
-        root = logging.getLogger()
-        handlers, level = list(root.handlers), root.level
-        try:
-            self.engine = factory(**engine_args(Path(model_path), self.options, tp=tp, spec=spec))
-        finally:    # SGLang's configure_logger replaces the process's logging (basicConfig(force=True))
-            root.handlers[:] = handlers
-            root.setLevel(level)
+        self.engine = launch(factory, engine_args(Path(model_path), self.options, tp=tp, spec=spec))
         self._capacity = int(_scheduler_info(self.engine)["max_total_num_tokens"])
         resolved = self.engine.server_args
         # What SGLang settled on (speculation turns mixing off and caps running requests), not what we asked.
@@ -91,18 +115,8 @@ class SGLangEngine:
         self._step = int(getattr(resolved, "chunked_prefill_size", 0) or self.options.chunked_prefill_size)
         self._running_cap = getattr(resolved, "max_running_requests", None)
         self._vocab = int(self.engine.tokenizer_manager.model_config.vocab_size)
-        self.loop = asyncio.new_event_loop()
-        self.engine.loop = self.loop     # a synchronous Engine call now fails at once; it would hang otherwise
-        started = threading.Event()
-        self.thread = threading.Thread(target=self._run_loop, args=(started,), daemon=True, name="sglang-loop")
-        self.thread.start()
-        started.wait()
+        self.loop, self.thread = loop_thread(self.engine)
         self._flight: dict = {}
-
-    def _run_loop(self, started: threading.Event) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.call_soon(started.set)
-        self.loop.run_forever()
 
     def kv_capacity_tokens(self) -> int:
         return self._capacity
