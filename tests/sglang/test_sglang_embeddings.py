@@ -100,6 +100,22 @@ def checked(tmp_path_factory: pytest.TempPathFactory, minilm: Path) -> Iterator[
         yield report, {int(k[1:]): z[k] for k in z.files}
 
 
+def test_sglang_gets_the_checkpoints_pooling_and_whole_input_prefills(minilm: Path) -> None:
+    from sglang.srt.models import bert
+
+    from core.config import SglangSettings
+    from worker.engines import sglang_embed
+
+    args = sglang_embed.embedding_args(minilm, SglangSettings(), cuda=False)
+    assert json.loads(args["json_model_override_args"]) == {"pooling_type": "MEAN", "normalize": True}
+    assert args["is_embedding"] and args["disable_radix_cache"] and args["chunked_prefill_size"] == -1
+    assert args["dtype"] == "float32" and args["schedule_policy"] == "fcfs" and "enable_mixed_chunk" not in args
+    assert "dtype" not in sglang_embed.embedding_args(minilm, SglangSettings(), cuda=True)
+    # What SGLang's registry takes from SGLANG_EXTERNAL_MODEL_PACKAGE: one class, resolving "BertModel".
+    (model,) = sglang_embed.EntryClass
+    assert model.__name__ == "BertModel" and issubclass(model, bert.BertModel)
+
+
 def test_vectors_are_the_cpu_embedding_engines(checked: tuple[dict, dict], minilm: Path) -> None:
     report, vectors = checked
     requests = vector_requests(embed_model_info(MINILM, minilm).encode(texts(30)))

@@ -91,7 +91,7 @@ def loop_thread(engine: Any) -> tuple[asyncio.AbstractEventLoop, threading.Threa
     return loop, thread
 
 
-def _scheduler_info(engine: Any) -> dict:
+def scheduler_info(engine: Any) -> dict:
     """Rank 0's start-up report (max_total_num_tokens, max_req_input_len ...), read without the engine's loop."""
     return dict(engine._scheduler_init_result.scheduler_infos[0])
 
@@ -108,7 +108,7 @@ class SGLangEngine:
         self.options = options or SglangSettings()
         spec = speculative or SpecConfig()
         self.engine = launch(factory, engine_args(Path(model_path), self.options, tp=tp, spec=spec))
-        self._capacity = int(_scheduler_info(self.engine)["max_total_num_tokens"])
+        self._capacity = int(scheduler_info(self.engine)["max_total_num_tokens"])
         resolved = self.engine.server_args
         # What SGLang settled on (speculation turns mixing off and caps running requests), not what we asked.
         self._mixed = bool(getattr(resolved, "enable_mixed_chunk", False))

@@ -53,7 +53,7 @@ from core.embeddings import split
 from core.embedstore import normalizes, pooling
 from worker.engines.base import EngineStats, GenRequest, device_profile
 from worker.engines.embed.engine import EmbedResult
-from worker.engines.sglang import CANCEL_SWEEP_S, URGENT_POLL_S, _scheduler_info, launch, loop_thread
+from worker.engines.sglang import CANCEL_SWEEP_S, URGENT_POLL_S, launch, loop_thread, scheduler_info
 from worker.engines.sglang_args import engine_args
 
 MODEL_PACKAGE = "worker.engines"     # SGLANG_EXTERNAL_MODEL_PACKAGE: the package holding this module
@@ -118,7 +118,7 @@ class SGLangEmbeddingEngine:
         os.environ["SGLANG_EXTERNAL_MODEL_PACKAGE"] = MODEL_PACKAGE       # read by the spawned scheduler
         cuda = self.options.device in ("", "cuda") and torch.cuda.is_available()
         self.engine = launch(factory, embedding_args(Path(model_path), self.options, tp=tp, cuda=cuda))
-        self._capacity = int(_scheduler_info(self.engine)["max_total_num_tokens"])
+        self._capacity = int(scheduler_info(self.engine)["max_total_num_tokens"])
         resolved = self.engine.server_args
         self._step = min(int(getattr(resolved, "max_prefill_tokens", 0) or self._capacity), self._capacity)
         running = getattr(resolved, "max_running_requests", None)
