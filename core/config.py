@@ -154,6 +154,7 @@ class Settings(BaseSettings):
     # incremental: the planned backlog stays, new work is planned this many at a time (scheduler/planning.py).
     plan_window: int = 32768
     chunk_requests: int = 32                  # requests per plan chunk
+    chunk_prefill_tokens: int = 8192          # prompt tokens per plan chunk of prefill-only (embedding) requests
     planner: Literal[PLANNERS] = "blendserve"  # dfs: prefix-sorted; fcfs: file order
     hardware: str = ""                        # planner hardware profile; "" = the workers' own (workers.hardware)
     warmup_fraction: float = 0.01             # share of cold requests run first to learn output lengths

@@ -226,6 +226,27 @@ def _move(s: Session, moves: list[dict]) -> None:
         s.connection().execute(_MOVE, moves)
 
 
+def cut_chunks(order: np.ndarray, max_tokens: np.ndarray, prompt_tokens: np.ndarray,
+               settings: Settings) -> list[list[int]]:
+    """A piece's plan order cut into chunks, the unit a worker claims, leases and releases.
+
+    A chunk holds `chunk_requests` requests. Requests that decode nothing
+    (embeddings) are cut by their prompt tokens instead, `chunk_prefill_tokens`
+    a chunk (at least one request): 32 embedding lines are a few hundred
+    tokens, a sliver of one engine step, and an engine that took a step's worth
+    of them would wait for a claim's transaction twenty times a step.
+    """
+    if not len(order):
+        return []
+    if max_tokens[order].any():
+        size = settings.chunk_requests
+        return [order[i:i + size].tolist() for i in range(0, len(order), size)]
+    ends = np.cumsum(prompt_tokens[order])
+    starts = np.unique(np.searchsorted(ends, np.arange(settings.chunk_prefill_tokens, int(ends[-1]),
+                                                         settings.chunk_prefill_tokens), side="left") + 1)
+    return [part.tolist() for part in np.split(order, starts[starts < len(order)]) if len(part)]
+
+
 def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session], settings: Settings,
                 policy: Policy, model: str, now: float) -> int:
     with readers() as s, s.begin():            # one snapshot for everything the round reads
@@ -240,7 +261,7 @@ def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session],
         unclaimed = [] if incremental else [c.id for c in pending_chunks]
         front = min((c.seq for c in pending_chunks), default=None) if incremental else None
         cols = [Request.id, Request.status, Batch.created_at, Batch.id, Request.line, Batch.expires_at,
-                _output_bound(), Request.chunk_id, Batch.metadata_, Batch.owner] + (
+                _output_bound(), Request.chunk_id, Batch.metadata_, Batch.owner, Request.prompt_tokens] + (
                     [Request.prompt_ids] if policy.needs_prompts else [])
         todo = Request.status == "pending"
         if unclaimed:
@@ -261,9 +282,10 @@ def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session],
                 batch_rank=np.array([batch_order[r[3]] for r in rows]), line=np.array([r[4] for r in rows]),
                 expires_at=np.array([r[5] for r in rows], dtype=np.float64),
                 max_tokens=np.array([r[6] for r in rows], dtype=np.int64),
-                prompts=[r[10] for r in rows] if policy.needs_prompts else None,
+                prompts=[r[11] for r in rows] if policy.needs_prompts else None,
                 history=history, workers=workers)
     old_chunk = [r[7] if r[1] == "planned" else None for r in rows]
+    prompt_tokens = np.array([r[10] or 0 for r in rows], dtype=np.int64)
     t0 = time.time()
     cls = priority.classes([r[8] for r in rows], [r[9] for r in rows], rnd.expires_at, now,
                            settings.urgent_horizon_s, priority.parse_key_priorities(settings.key_priorities))
@@ -286,12 +308,11 @@ def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session],
         keep = [old_chunk[i] is None or old_chunk[i] in still for i in range(len(rows))]
         chunks, parts = [], []
         for piece, first in zip(pieces, ahead):
-            order = [int(i) for i in piece.order if keep[i]]
-            for start in range(0, len(order), settings.chunk_requests):
+            order = np.array([i for i in piece.order if keep[i]], dtype=np.int64)
+            for part in cut_chunks(order, rnd.max_tokens, prompt_tokens, settings):
                 chunks.append({"model": model, "rank": piece.rank, "status": "pending", "ahead": first,
-                               "size": len(order[start:start + settings.chunk_requests]), "attempts": 0,
-                               "created_at": now})
-                parts.append(order[start:start + settings.chunk_requests])
+                               "size": len(part), "attempts": 0, "created_at": now})
+                parts.append(part)
         # Plan order: after every chunk planned so far; urgent and high work of an incremental round
         # goes ahead of the backlog it leaves in place (seq below the backlog's first).
         n_ahead = sum(c["ahead"] for c in chunks)

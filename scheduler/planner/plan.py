@@ -212,6 +212,24 @@ def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, bou
     return order, finish
 
 
+def prefill_only(tree: PrefixTree, prompt_lens: np.ndarray) -> np.ndarray:
+    """The order of work that decodes nothing (embeddings): shortest prompt first, DFS order among equals
+    (docs/design.md §3.13).
+
+    With no decode there is nothing for a blend to overlap: every step is
+    compute. What the order still decides is how much of that compute is
+    padding. An encoder (BERT) runs its inputs as padded batches of like
+    length, so inputs of one length side by side pad least (sentence-
+    transformers sorts its whole input list by length for the same reason);
+    an engine that packs ragged batches loses nothing by it. Encoders attend
+    both ways, so no prefix is reused across inputs; the DFS order among
+    inputs of one length keeps a decoder-based embedder's shared prefixes
+    adjacent all the same.
+    """
+    dfs = baselines.dfs(tree)
+    return dfs[np.argsort(prompt_lens[dfs], kind="stable")]
+
+
 def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile, policy: str = "blendserve", *,
          kv_capacity_bytes: float | None = None, ranks: int = 1, split_budget: float = 0.01,
          step_tokens: int = STEP_TOKENS, step_fill: str = "budget", seed: int = 0) -> Plan:
@@ -258,7 +276,10 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     clock.lap("tree")
 
     finish = np.zeros(0, dtype=np.int64)     # BlendServe's known-short requests, a share at the end of each rank
-    if policy == "blendserve":
+    if policy == "blendserve" and n and not workload.max_tokens.any():
+        order = prefill_only(tree, p)
+        stats["prefill_only"] = True
+    elif policy == "blendserve":
         order, finish = _blend(tree, totals, per_request, d, bound, workload.max_tokens, model, hw,
                                kv_capacity_bytes * ranks, split_budget, step_tokens, ranks, step_fill == "balanced",
                                clock, stats)

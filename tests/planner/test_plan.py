@@ -117,3 +117,20 @@ def test_on_a_balanced_engine_the_rest_is_stretched_over_the_tail_even_when_esti
     assert all(b - a > 10 for a, b in zip(spread[head:], spread[head + 1:]))
     with pytest.raises(ValueError, match="step_fill"):
         plan(w, MODEL, GPU, "blendserve", step_fill="greedy")
+
+
+def test_work_that_decodes_nothing_runs_shortest_first_and_keeps_prefix_order_among_equals():
+    rng = np.random.default_rng(3)
+    prompts = [list(rng.integers(0, 30_000, int(rng.integers(4, 80)))) for _ in range(300)]
+    prompts += [[7, 7, 7, 9], [7, 7, 7, 1], [7, 7, 2, 5]]        # three of one length: lexicographic among them
+    w = Workload.from_lists(prompts, 0)
+    for ranks in (1, 3):
+        pl = plan(w, MODEL, GPU, "blendserve", ranks=ranks)
+        lens = w.prompt_lens()[pl.order]
+        assert sorted(pl.order.tolist()) == list(range(w.n)) and pl.stats["prefill_only"]
+        assert (np.diff(lens) >= 0).all()                        # one run, shortest first, across the ranks
+    fours = [int(i) for i in pl.order if w.prompt_lens()[i] == 4]
+    assert [prompts[i] for i in fours] == sorted(prompts[i] for i in fours)
+    # One request that decodes makes it a blend again.
+    mixed = Workload.from_lists(prompts, [0] * (len(prompts) - 1) + [16])
+    assert "prefill_only" not in plan(mixed, MODEL, GPU, "blendserve").stats
