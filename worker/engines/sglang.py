@@ -96,6 +96,18 @@ def scheduler_info(engine: Any) -> dict:
     return dict(engine._scheduler_init_result.scheduler_infos[0])
 
 
+def drain(events: queue.Queue, timeout: float) -> list:
+    """What the loop put in `events`: the first item waited for up to `timeout`, then all that is there."""
+    got = []
+    try:
+        got.append(events.get(timeout=timeout))
+        while True:
+            got.append(events.get_nowait())
+    except queue.Empty:
+        pass
+    return got
+
+
 class SGLangEngine:
     def __init__(self, model_path: Path, model_name: str, *, tp: int = 1, options: SglangSettings | None = None,
                  speculative: SpecConfig | None = None, factory: Callable[..., Any] | None = None) -> None:
@@ -168,13 +180,7 @@ class SGLangEngine:
                     waiting = None
                 if not flight:
                     return
-                got = []
-                try:
-                    got.append(events.get(timeout=URGENT_POLL_S if urgent is not None else CANCEL_SWEEP_S))
-                    while True:
-                        got.append(events.get_nowait())
-                except queue.Empty:
-                    pass
+                got = drain(events, URGENT_POLL_S if urgent is not None else CANCEL_SWEEP_S)
                 for kind, key, value in got:
                     if key not in flight:
                         continue                        # cancelled meanwhile

@@ -53,7 +53,7 @@ from core.embeddings import split
 from core.embedstore import normalizes, pooling
 from worker.engines.base import EngineStats, GenRequest, device_profile
 from worker.engines.embed.engine import EmbedResult
-from worker.engines.sglang import CANCEL_SWEEP_S, URGENT_POLL_S, launch, loop_thread, scheduler_info
+from worker.engines.sglang import CANCEL_SWEEP_S, URGENT_POLL_S, drain, launch, loop_thread, scheduler_info
 from worker.engines.sglang_args import engine_args
 
 MODEL_PACKAGE = "worker.engines"     # SGLANG_EXTERNAL_MODEL_PACKAGE: the package holding this module
@@ -171,13 +171,7 @@ class SGLangEmbeddingEngine:
                     waiting = None
                 if not pending:
                     return
-                got = []
-                try:
-                    got.append(events.get(timeout=URGENT_POLL_S if urgent is not None else CANCEL_SWEEP_S))
-                    while True:
-                        got.append(events.get_nowait())
-                except queue.Empty:
-                    pass
+                got = drain(events, URGENT_POLL_S if urgent is not None else CANCEL_SWEEP_S)
                 for key, i, fut in got:
                     p = pending.get(key)
                     if p is None or p.futures[i] is not fut:
