@@ -115,7 +115,7 @@ class JobTableCollector(Collector):
         live = s.execute(select(Worker).where(Worker.heartbeat_at > now - 10 * self.lease_s)).scalars()
         for w in live:
             key = [w.id, w.model, w.engine]
-            beat.add_metric(key, now - w.heartbeat_at)
+            beat.add_metric(key, max(0.0, now - w.heartbeat_at))   # a beat written after `now` was read
             kv.add_metric(key, w.kv_capacity_tokens)
             tokens_total.add_metric(key, float(tokens.get(w.id) or 0))
             held.add_metric(key, claimed.get(w.id, 0))

@@ -23,9 +23,14 @@ def browser():
         b.close()
 
 
+# Keys long enough that a signed cookie cannot hold one by chance (base64 of ~40 bytes holds a given
+# two-character string about once in seventy cookies).
+MINE, THEIRS = "dash-key-mine-4c1e", "dash-key-theirs-9b07"
+
+
 def test_dashboard_shows_a_running_batch(make_deployment, browser, tmp_path):
-    d = make_deployment(BLENDSERVE_API_KEYS="k1,k2").start_all()
-    c = d.client("k1")
+    d = make_deployment(BLENDSERVE_API_KEYS=f"{MINE},{THEIRS}").start_all()
+    c = d.client(MINE)
     f = c.files.create(file=("in.jsonl", jsonl(chat_lines(60, TINY, max_tokens=48))), purpose="batch")
     b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
     wait_batch(c, b.id, until=lambda x: x.request_counts and x.request_counts.completed >= 4)
@@ -34,11 +39,11 @@ def test_dashboard_shows_a_running_batch(make_deployment, browser, tmp_path):
     page = browser.new_page()
     assert page.goto(f"{root}/dashboard").status == 401          # no key: the key form, not the data
     assert page.locator("input[name=key]").count() == 1
-    page.fill("input[name=key]", "k1")                              # POSTed once; a signed session comes back
+    page.fill("input[name=key]", MINE)                              # POSTed once; a signed session comes back
     page.click("button[type=submit]")
     assert page.url == f"{root}/dashboard"
     cookie = next(c for c in page.context.cookies() if c["name"] == "blendserve_session")
-    assert "k1" not in cookie["value"] and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert MINE not in cookie["value"] and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
     row = page.locator(f"tr[data-batch='{b.id}']")
     assert row.count() == 1
     assert row.locator("td.status").inner_text() in ("in_progress", "finalizing", "completed")
@@ -60,14 +65,15 @@ def test_dashboard_shows_a_running_batch(make_deployment, browser, tmp_path):
 
     other = browser.new_page()                                      # another key sees none of it
     other.goto(f"{root}/dashboard")
-    other.fill("input[name=key]", "k2")
+    other.fill("input[name=key]", THEIRS)
     other.click("button[type=submit]")
     assert other.locator(f"tr[data-batch='{b.id}']").count() == 0
-    assert httpx.get(f"{root}/dashboard", headers={"Authorization": "Bearer k1"}).text.count(b.id) >= 1
+    assert httpx.get(f"{root}/dashboard", headers={"Authorization": f"Bearer {MINE}"}).text.count(b.id) >= 1
     # The same progress as JSON (what `blendserve status` shows), under the same keys.
-    mine = httpx.get(f"{root}/dashboard/batches/{b.id}", headers={"Authorization": "Bearer k1"})
+    mine = httpx.get(f"{root}/dashboard/batches/{b.id}", headers={"Authorization": f"Bearer {MINE}"})
     assert mine.status_code == 200 and mine.json()["total"] == 60 and mine.json()["done"] >= 4
-    assert httpx.get(f"{root}/dashboard/batches/{b.id}", headers={"Authorization": "Bearer k2"}).status_code == 404
+    theirs = httpx.get(f"{root}/dashboard/batches/{b.id}", headers={"Authorization": f"Bearer {THEIRS}"})
+    assert theirs.status_code == 404
     assert httpx.get(f"{root}/dashboard/batches/{b.id}").status_code == 401
 
 
