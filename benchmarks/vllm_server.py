@@ -1,23 +1,20 @@
 """vLLM's own OpenAI server (its CPU build) as a child process that a benchmark or a test can time, kill and
-start again, and the vLLM engine arguments written as that server's (and `run_batch`'s) command-line flags.
+start again (benchmarks/server_process.py), and the vLLM engine arguments written as that server's (and
+`run_batch`'s) command-line flags.
 
 `python -m vllm.entrypoints.openai.api_server`, because the CPU build's `vllm` command fails on its package
-name. The server runs in a session of its own, so a kill takes its engine core too, and it comes back on the
-same port, as a restarted pod behind a Service does.
+name.
 """
 from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 
-from benchmarks.deployment import free_port
+from benchmarks.server_process import ServerProcess
 
 
 def cli_flags(args: dict) -> list[str]:
@@ -46,50 +43,19 @@ def small_server_flags(checkpoint: Path, name: str, max_num_seqs: int, num_block
             "--num-gpu-blocks-override", str(num_blocks), "--max-num-batched-tokens", "2048"]
 
 
-class VllmServer:
+class VllmServer(ServerProcess):
     """`flags` name the model and its engine arguments; the server adds its address, cached-token details in
     usage, and `--generation-config vllm`: only the request's own sampling fields apply, as on the in-process
     engine (vLLM's default puts the checkpoint's generation_config.json beneath them)."""
 
+    name = "vllm serve"
+
     def __init__(self, flags: list[str], log_path: Path) -> None:
-        self.port, self.log_path = free_port(), log_path
-        self.url = f"http://127.0.0.1:{self.port}"
+        super().__init__(log_path)
         self.args = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *flags,
                      "--host", "127.0.0.1", "--port", str(self.port), "--enable-prompt-tokens-details",
                      "--generation-config", "vllm"]
-        self.proc: subprocess.Popen | None = None
-
-    def start(self, timeout: float = 600) -> float:
-        """Start it and wait for /health; returns the seconds that took."""
-        t0 = time.time()
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-               "HF_HUB_OFFLINE": "1"}
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.args, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
-        while time.time() - t0 < timeout:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"vllm serve exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return time.time() - t0
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        raise TimeoutError(f"vllm serve did not come up in {timeout:.0f}s:\n{self.log()}")
-
-    def kill(self) -> None:
-        """SIGKILL the server's whole session (API process and engine core): a crash, not a shutdown."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
-        self.proc = None
-
-    def metric(self, name: str) -> float:
-        """One metric from the server's /metrics, summed over its labels."""
-        text = httpx.get(f"{self.url}/metrics", timeout=10).text
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith(name + "{") or line.startswith(name + " "))
+        self.env = {"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
 
     def requests_now(self) -> tuple[int, int]:
         """Requests running and waiting in the server ((-1, -1): it did not answer)."""
@@ -97,6 +63,3 @@ class VllmServer:
             return int(self.metric("vllm:num_requests_running")), int(self.metric("vllm:num_requests_waiting"))
         except httpx.HTTPError:
             return -1, -1
-
-    def log(self, tail: int = 4000) -> str:
-        return self.log_path.read_text(errors="replace")[-tail:] if self.log_path.exists() else ""

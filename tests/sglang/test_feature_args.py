@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from worker.engines.base import SamplingParams
-from worker.engines.sglang import _entries
-from worker.engines.sglang_args import logprob_kwargs, sampling_params
+from worker.engines.sglang_args import logprob_entries, logprob_kwargs, sampling_params
 from worker.responses import sampling_params as from_body
 
 
@@ -19,10 +18,10 @@ def test_schema_n_and_logprobs_map_to_sglang() -> None:
     assert logprob_kwargs(plain) == {}
 
 
-def test_sglang_logprobs_become_openai_entries() -> None:
+def test_sglang_logprobs_become_openailogprob_entries() -> None:
     meta = {"output_token_logprobs": [(-0.5, 7, "Hi"), (-1.25, 9, " é")],
             "output_top_logprobs": [[(-0.5, 7, "Hi"), (-2.0, 3, "Ho")], [(-1.0, 4, "!"), (-1.25, 9, " é")]]}
-    entries = _entries(meta)
+    entries = logprob_entries(meta)
     assert [(e.token, e.logprob) for e in entries] == [("Hi", -0.5), (" é", -1.25)]
     assert entries[1].bytes == list(" é".encode()) and [t.token for t in entries[1].top] == ["!", " é"]
-    assert [e.token for e in _entries(meta, 1)] == [" é"] and _entries({}) is None
+    assert [e.token for e in logprob_entries(meta, 1)] == [" é"] and logprob_entries({}) is None

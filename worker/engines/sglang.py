@@ -38,27 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from core.config import SglangSettings
-from worker.engines.base import EngineStats, GenRequest, GenResult, SamplingParams, TokenLogprob, device_profile
-from worker.engines.sglang_args import Refused, engine_args, logprob_kwargs, sampling_params
+from worker.engines.base import EngineStats, GenRequest, GenResult, SamplingParams, device_profile
+from worker.engines.sglang_args import Refused, engine_args, logprob_entries, logprob_kwargs, sampling_params
 from worker.engines.speculative import SpecConfig
 
 URGENT_POLL_S = 0.02     # how often the lane is asked for interactive requests while results are awaited
 CANCEL_SWEEP_S = 1.0     # without a cancel epoch: how often every request in flight is checked
-
-
-def _entries(meta: dict, start: int = 0) -> list[TokenLogprob] | None:
-    """SGLang's `output_token_logprobs` [(logprob, id, text)] and `output_top_logprobs` (one such list per
-    position) from position `start` on, as OpenAI's entries (a token's bytes are its text's UTF-8)."""
-    chosen = meta.get("output_token_logprobs")
-    if chosen is None:
-        return None
-    tops = meta.get("output_top_logprobs") or [[] for _ in chosen]
-
-    def entry(lp: float, text: str | None, top: tuple = ()) -> TokenLogprob:
-        return TokenLogprob(text or "", list((text or "").encode()), float(lp), top)
-
-    return [entry(lp, text, tuple(entry(tl, tt) for tl, _, tt in (top or ())))
-            for (lp, _, text), top in zip(chosen[start:], tops[start:])]
 
 
 def launch(factory: Callable[..., Any], args: dict) -> Any:
@@ -240,7 +225,7 @@ class SGLangEngine:
                     ids = out.get("output_ids") or []
                     if len(ids) > sent.get(i, 0):
                         events.put(("tokens", r.key, (i, list(ids[sent.get(i, 0):]),
-                                                      _entries(out["meta_info"], sent.get(i, 0)))))
+                                                      logprob_entries(out["meta_info"], sent.get(i, 0)))))
                         sent[i] = len(ids)
                 outs = [last[i] for i in sorted(last)]
             else:
@@ -259,7 +244,7 @@ class SGLangEngine:
             res = GenResult(key=r.key, output_ids=list(out.get("output_ids") or []), text=out.get("text") or "",
                             finish_reason="length" if finish.get("type") == "length" else "stop",
                             prompt_tokens=meta["prompt_tokens"], cached_tokens=meta.get("cached_tokens", 0),
-                            logprobs=_entries(meta) if extra else None)
+                            logprobs=logprob_entries(meta) if extra else None)
             res.completion_tokens = meta["completion_tokens"]
             results.append(res)
         first, *rest = results

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.config import SglangSettings
-from worker.engines.base import SamplingParams
+from worker.engines.base import SamplingParams, TokenLogprob
 from worker.engines.speculative import SpecConfig
 
 
@@ -75,3 +75,18 @@ def logprob_kwargs(p: SamplingParams) -> dict:
         return {}
     return {"return_logprob": True, "logprob_start_len": -1, "top_logprobs_num": p.logprobs,
             "return_text_in_logprobs": True}
+
+
+def logprob_entries(meta: dict, start: int = 0) -> list[TokenLogprob] | None:
+    """SGLang's `output_token_logprobs` [(logprob, id, text)] and `output_top_logprobs` (one such list per
+    position) from position `start` on, as OpenAI's entries (a token's bytes are its text's UTF-8)."""
+    chosen = meta.get("output_token_logprobs")
+    if chosen is None:
+        return None
+    tops = meta.get("output_top_logprobs") or [[] for _ in chosen]
+
+    def entry(lp: float, text: str | None, top: tuple = ()) -> TokenLogprob:
+        return TokenLogprob(text or "", list((text or "").encode()), float(lp), top)
+
+    return [entry(lp, text, tuple(entry(tl, tt) for tl, _, tt in (top or ())))
+            for (lp, _, text), top in zip(chosen[start:], tops[start:])]

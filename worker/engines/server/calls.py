@@ -3,9 +3,9 @@
 Errors fall in three kinds, because the worker treats them differently:
 
 - ``Unavailable``: the server could not be reached, dropped the connection, or said it cannot serve now
-  (502/503/504 from a router or a server starting, 429, 408), or does not know the model or the key
-  (404, 401, 403: a server restarted with other flags). Nothing is wrong with the request: it is held and
-  runs again once the server answers, and no attempt is counted against it.
+  (502/503/504 from a router or a server starting, 429, 408, a router's 500 about its upstream), or does
+  not know the model or the key (404, 401, 403: a server restarted with other flags). Nothing is wrong
+  with the request: it is held and runs again once the server answers, and no attempt is counted.
 - ``Refused``: any other 4xx, the server's answer about this request alone (a prompt past the context, a
   parameter it rejects). It will not change on a retry: the request fails with the server's message as
   its error line (``GenResult.error``) and the stream runs on.
@@ -30,6 +30,8 @@ import httpx
 from worker.engines.base import GenRequest, GenResult, TokenLogprob
 
 RETRY_STATUS = frozenset({401, 403, 404, 408, 429, 502, 503, 504})
+ROUTER_AWAY = frozenset({"call_upstream_request_error", "no_workers", "no_available_workers",
+                         "no_healthy_workers", "no_healthy_worker_pair"})
 
 Encode = Callable[[str], list[int]]
 
@@ -71,8 +73,6 @@ def body(request: GenRequest, model: str, kind: str, stream: bool, names: bool) 
         if kind == "vllm":          # the server's guided decoding may still allow whitespace between tokens
             out["structured_outputs"] = {"json": schema, "disable_any_whitespace": True,
                                          "disable_additional_properties": p.strict_schema}
-        elif kind == "sglang":
-            out["json_schema"] = p.json_schema
         else:
             out["response_format"] = {"type": "json_schema",
                                       "json_schema": {"name": "output", "schema": schema, "strict": p.strict_schema}}
@@ -83,11 +83,21 @@ def body(request: GenRequest, model: str, kind: str, stream: bool, names: bool) 
     return out
 
 
-def _error(status: int, text: str) -> Exception:
+def error_for(status: int, text: str) -> Exception:
+    """The kind of error a non-200 answer is. A router's 500 about its upstream (SGLang's router: a server
+    it could not reach, or none to send to) is the server being away, not this request's fault."""
     message = f"The model server answered {status}: {text[:500]}"
-    if status in RETRY_STATUS:
+    if status in RETRY_STATUS or (status >= 500 and _router_code(text) in ROUTER_AWAY):
         return Unavailable(message)
     return Refused(message) if 400 <= status < 500 else Rejected(message)
+
+
+def _router_code(text: str) -> str | None:
+    try:
+        error = json.loads(text).get("error")
+    except (ValueError, AttributeError):
+        return None
+    return error.get("code") if isinstance(error, dict) else None
 
 
 def _entry(token: str, logprob: float, top: list[tuple[str, float]], names: Any) -> TokenLogprob:
@@ -164,7 +174,7 @@ async def complete(client: httpx.AsyncClient, request: GenRequest, model: str, k
     try:
         r = await client.post("/v1/completions", json=body(request, model, kind, False, names is not None))
         if r.status_code != 200:
-            raise _error(r.status_code, r.text)
+            raise error_for(r.status_code, r.text)
         data = r.json()
     except httpx.TransportError as e:
         raise Unavailable(f"{type(e).__name__}: {e}") from e
@@ -194,7 +204,7 @@ async def stream(client: httpx.AsyncClient, request: GenRequest, model: str, kin
         async with client.stream("POST", "/v1/completions",
                                  json=body(request, model, kind, True, names is not None)) as r:
             if r.status_code != 200:
-                raise _error(r.status_code, (await r.aread()).decode(errors="replace"))
+                raise error_for(r.status_code, (await r.aread()).decode(errors="replace"))
             async for line in r.aiter_lines():
                 if not line.startswith("data:"):
                     continue

@@ -7,15 +7,20 @@ planner prices rounds on the capacity, so each figure is read where the server p
   and ``block_size`` (one line per data-parallel engine; their product, summed, is the capacity).
   ``/v1/models`` lists the served names (``owned_by: vllm``). vLLM publishes no running cap
   (``--max-num-seqs``), and with ``--disable-log-stats`` no cache figures either.
-- SGLang (``launch_server``, and its router, which answers for one of its workers): ``/get_server_info``
-  holds ``max_total_num_tokens``, ``max_running_requests`` and ``chunked_prefill_size``.
+- SGLang's ``launch_server``: ``/server_info`` (``/get_server_info`` on older servers) holds
+  ``max_total_num_tokens``, ``max_running_requests``, ``chunked_prefill_size`` and whether streams are
+  incremental.
+- SGLang's router answers ``/get_server_info`` with its own state (``workers_count``) and lists its servers
+  at ``/workers``: each healthy one is asked for its figures, the capacities and caps summed (the router
+  spreads requests over them all). A router none of whose servers answers the worker directly (another
+  network) is an SGLang endpoint of unknown figures; one with no healthy server is not serving yet.
 
 Anything else that speaks ``/v1/completions`` is an ``openai`` server: nothing is known but its models.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import httpx
@@ -31,6 +36,11 @@ class ServerInfo:
     kv_tokens: int | None = None                # KV cache capacity in tokens; None: not published
     running_cap: int | None = None              # requests the server runs at once; None: not published
     step_tokens: int | None = None              # tokens one step carries (SGLang's chunked_prefill_size)
+    incremental: bool = False                   # SGLang streams only what is new in each chunk
+
+
+class NotServing(ValueError):
+    """The endpoint answers but has nothing to serve with yet (a router with no healthy server)."""
 
 
 class NoModel(ValueError):
@@ -86,16 +96,57 @@ async def discover(client: httpx.AsyncClient, configured_model: str, worker_mode
     r.raise_for_status()
     listed = r.json().get("data", [])
     model = pick_model([m["id"] for m in listed], configured_model, worker_model)
-    sglang = await _json_or_none(client, "/get_server_info")
+    sglang = await _json_or_none(client, "/server_info") or await _json_or_none(client, "/get_server_info")
+    if sglang is not None and "workers_count" in sglang:
+        return await _router_info(client, model)
     if sglang is not None and ("max_total_num_tokens" in sglang or "internal_states" in sglang):
-        state = (sglang.get("internal_states") or [{}])[0]
-        return ServerInfo(model, "sglang",
-                          kv_tokens=_positive(sglang.get("max_total_num_tokens") or state.get("max_total_num_tokens")),
-                          running_cap=_positive(sglang.get("max_running_requests")
-                                                or state.get("max_running_requests")),
-                          step_tokens=_positive(sglang.get("chunked_prefill_size")))
+        return _sglang_info(model, sglang)
     metrics = await client.get("/metrics")
     text = metrics.text if metrics.status_code == 200 else ""
     if "vllm:" in text or any(m.get("owned_by") == "vllm" for m in listed):    # with --disable-log-stats: no figures
         return ServerInfo(model, "vllm", kv_tokens=vllm_kv_tokens(text))
     return ServerInfo(model, "openai")
+
+
+def _sglang_info(model: str, info: dict) -> ServerInfo:
+    state = (info.get("internal_states") or [{}])[0]
+    return ServerInfo(model, "sglang",
+                      kv_tokens=_positive(info.get("max_total_num_tokens") or state.get("max_total_num_tokens")),
+                      running_cap=_positive(info.get("max_running_requests") or state.get("max_running_requests")),
+                      step_tokens=_positive(info.get("chunked_prefill_size")),
+                      incremental=bool(info.get("incremental_streaming_output")))
+
+
+async def _router_info(client: httpx.AsyncClient, model: str) -> ServerInfo:
+    """An SGLang router: its healthy servers' figures, asked of each server directly."""
+    listed = (await _json_or_none(client, "/workers") or {}).get("workers") or []
+    urls = [w["url"] for w in listed if isinstance(w, dict) and w.get("url") and w.get("is_healthy", True)]
+    if not urls:
+        raise NotServing("the SGLang router has no healthy server yet")
+    found = []
+    for url in urls:
+        try:
+            async with httpx.AsyncClient(base_url=url, timeout=5.0) as direct:
+                info = await _json_or_none(direct, "/server_info") or await _json_or_none(direct, "/get_server_info")
+        except httpx.HTTPError:
+            continue
+        if info is not None:
+            found.append(_sglang_info(model, info))
+    if not found:
+        return ServerInfo(model, "sglang")
+
+    def total(values: list[int | None]) -> int | None:
+        return sum(v for v in values if v) or None
+
+    return ServerInfo(model, "sglang", kv_tokens=total([f.kv_tokens for f in found]),
+                      running_cap=total([f.running_cap for f in found]),
+                      step_tokens=min((f.step_tokens for f in found if f.step_tokens), default=None),
+                      incremental=found[0].incremental)
+
+
+def known(new: ServerInfo | None, old: ServerInfo) -> ServerInfo:
+    """Figures read again after an outage, the old ones kept where the new reading has none."""
+    if new is None:
+        return old
+    return replace(new, **{f: getattr(old, f) for f in ("kv_tokens", "running_cap", "step_tokens")
+                           if getattr(new, f) is None})

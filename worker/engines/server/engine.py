@@ -26,8 +26,9 @@ its error line at once (``GenResult.error``), and the stream runs on. A 500 may 
 the engine stops taking new requests, lets the others finish, and then raises, so the worker counts an
 attempt for that request alone (worker/service.py runs it alone after that).
 
-n > 1, logprobs and structured output (a JSON schema) go to the server as its API spells them
-(worker/engines/server/calls.py).
+n > 1, logprobs and structured output (a JSON schema) go to the server as its API spells them: OpenAI's
+completions for vLLM and other servers (worker/engines/server/calls.py), SGLang's native ``/generate`` for
+SGLang's servers and router (worker/engines/server/native.py).
 """
 from __future__ import annotations
 
@@ -49,8 +50,9 @@ import httpx
 from core.config import ServerEngineSettings
 from worker.engines.base import EngineStats, GenRequest, GenResult
 from worker.engines.logprobs import TokenNames
+from worker.engines.server import native
 from worker.engines.server.calls import Refused, Rejected, Unavailable, complete, stream
-from worker.engines.server.discovery import NoModel, ServerInfo, discover
+from worker.engines.server.discovery import NoModel, ServerInfo, discover, known
 
 log = logging.getLogger("blendserve.worker.server")
 
@@ -204,7 +206,7 @@ class ServerEngine:
                 if probe is not None and probe.done():
                     ok = probe.exception() is None
                     if ok and not self._up:
-                        self.info = probe.result() or self.info
+                        self.info = known(probe.result(), self.info)
                         log.info("the server at %s answers again; sending the %d request(s) it lost",
                                  self.url, len(again))
                     elif not ok and self._up:
@@ -261,8 +263,15 @@ class ServerEngine:
 
     async def _one(self, request: GenRequest, streamed: dict[int, dict[int, int]]) -> GenResult:
         kind = self.info.kind
-        encode = None if kind == "vllm" else self._encoder()
         names = self._names() if request.params.logprobs is not None else None
+        if kind == "sglang":
+            tok = self._load_tokenizer()
+            vocab = len(tok) if tok is not None else None
+            if request.on_tokens is None:
+                return await native.generate(self.client, request, vocab, names)
+            return await native.stream(self.client, request, vocab, names, streamed.setdefault(request.key, {}),
+                                       self.info.incremental)
+        encode = None if kind == "vllm" else self._encoder()
         if request.on_tokens is None:
             return await complete(self.client, request, self.info.model, kind, encode, names)
         return await stream(self.client, request, self.info.model, kind, encode, names,
