@@ -40,7 +40,8 @@ def small_server_flags(checkpoint: Path, name: str, max_num_seqs: int, num_block
 
     return ["--model", str(checkpoint), "--served-model-name", name, "--dtype", default_dtype(),
             "--enforce-eager", "--seed", "0", "--max-num-seqs", str(max_num_seqs), "--block-size", str(block_size),
-            "--num-gpu-blocks-override", str(num_blocks), "--max-num-batched-tokens", "2048"]
+            "--num-gpu-blocks-override", str(num_blocks), "--max-num-batched-tokens", "2048",
+            "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})]
 
 
 class VllmServer(ServerProcess):

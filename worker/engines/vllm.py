@@ -88,7 +88,11 @@ class VllmOptions:
                     enforce_eager=self.enforce_eager, seed=0,
                     # logprobs of the distribution sampled from (after temperature and penalties), as OpenAI
                     # reports them; vLLM's default is the raw logits'.
-                    logprobs_mode="processed_logprobs")
+                    logprobs_mode="processed_logprobs",
+                    # Compact JSON under a schema, as on the CPU engine: vLLM's grammar backends read this from
+                    # the engine's config (a request's own disable_any_whitespace is not consulted), and a small
+                    # model given free whitespace can spend its max_tokens on blank lines.
+                    structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True})
         if self.num_blocks:
             args["num_gpu_blocks_override"] = self.num_blocks
         if self.speculative.on:
@@ -113,7 +117,11 @@ class VllmEngine:
 
         self.model_name = model_name
         self.options = options or VllmOptions.from_settings()
-        self._engine = LLMEngine.from_engine_args(EngineArgs(**self.options.engine_args(Path(model_path), model_name)))
+        from vllm.config import StructuredOutputsConfig
+
+        args = self.options.engine_args(Path(model_path), model_name)
+        args["structured_outputs_config"] = StructuredOutputsConfig(**args["structured_outputs_config"])
+        self._engine = LLMEngine.from_engine_args(EngineArgs(**args))
         cache = self._engine.vllm_config.cache_config
         self._capacity = int(cache.num_gpu_blocks) * int(cache.block_size)
         self._running: dict = {}

@@ -42,7 +42,8 @@ class VllmEmbeddingEngine:
         self.model_name = model_name
         self.options = options or VllmOptions.from_settings()
         args = {k: v for k, v in self.options.engine_args(Path(model_path), model_name).items()
-                if k not in ("logprobs_mode", "speculative_config", "enable_prefix_caching")}
+                if k not in ("logprobs_mode", "speculative_config", "enable_prefix_caching",
+                             "structured_outputs_config")}
         args.update(runner="pooling", dtype=self.options.dtype or ("auto" if torch.cuda.is_available() else "float32"))
         self._engine = LLMEngine.from_engine_args(EngineArgs(**args))
         self._budget = int(self._engine.vllm_config.scheduler_config.max_num_batched_tokens)
