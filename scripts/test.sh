@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Set up (first run only) and run the whole test suite, on SQLite and on PostgreSQL
-# (127.0.0.1:5432, database `test`, trust auth; override with BLENDSERVE_TEST_PG).
+# Set up (first run only: scripts/setup.sh, then the tests' own chromium, scripts/setup_test.sh) and run the
+# whole test suite, on SQLite and on PostgreSQL (127.0.0.1:5432, database `test`, trust auth; override with
+# BLENDSERVE_TEST_PG).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/setup_test.sh
 export HF_HUB_OFFLINE=1
 # The suite starts a few hundred Python processes: let them cache the project's bytecode (__pycache__ is
 # git-ignored) rather than compile every module again, where the machine sets PYTHONDONTWRITEBYTECODE.
