@@ -198,6 +198,14 @@ def test_choices_logprobs_and_a_json_schema_reach_the_server(server_engine: Serv
     assert "".join(out[2].text.split()).startswith('{"ok":')
 
 
+def test_top_p_zero_is_greedy_on_the_server(server_engine: ServerEngine, smollm2_checkpoint: Path) -> None:
+    """`vllm serve` answers a top_p of 0 with a 400; the worker sends OpenAI's meaning as top_k 1."""
+    paris = chat_ids(smollm2_checkpoint, "Complete the sentence: The capital of France is", SYSTEM)
+    out = run(server_engine, [GenRequest(1, paris, SamplingParams(max_tokens=12, temperature=0.0)),
+                              GenRequest(2, paris, SamplingParams(max_tokens=12, temperature=1.0, top_p=0.0))])
+    assert out[2].error is None and out[2].output_ids == out[1].output_ids
+
+
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory, smollm2_checkpoint: Path, server: VllmServer):
     d = Deployment(tmp_path_factory.mktemp("bs-openai"), "", f"{SMOLLM2}={smollm2_checkpoint}",
@@ -250,3 +258,4 @@ def test_server_killed_mid_batch_loses_nothing(deployment: Deployment, server: V
         assert c.execute(sa.text("SELECT max(attempts) FROM requests")).scalar() == 0
     db.dispose()
     httpx.get(f"{server.url}/health", timeout=5).raise_for_status()
+

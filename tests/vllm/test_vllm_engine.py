@@ -170,3 +170,11 @@ def test_urgent_requests_run_beside_batch_work_and_stream_their_tokens(engine: V
     result = order[keys.index(-1)]
     assert streamed == result.output_ids and "Paris" in result.text
     assert keys.index(-1) < len(keys) - 1          # not last: it did not wait for the batch to drain
+
+
+def test_top_p_zero_is_greedy(engine: VllmEngine, smollm2_checkpoint: Path) -> None:
+    """vLLM refuses a top_p of 0; OpenAI's meaning (the likeliest token) reaches it as top_k 1."""
+    paris = chat_ids(smollm2_checkpoint, "Complete the sentence: The capital of France is")
+    out = run(engine, [GenRequest(1, paris, SamplingParams(max_tokens=12, temperature=0.0)),
+                       GenRequest(2, paris, SamplingParams(max_tokens=12, temperature=1.0, top_p=0.0))])
+    assert out[2].error is None and out[2].output_ids == out[1].output_ids

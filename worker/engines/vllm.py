@@ -38,6 +38,7 @@ from core.config import SpeculativeSettings, VllmSettings
 from worker.engines.base import EngineStats, GenRequest, GenResult, TokenLogprob, device_profile
 from worker.engines.logprobs import TokenNames
 from worker.engines.speculative import SpecConfig
+from worker.engines.vllm_args import nucleus
 
 
 def default_dtype() -> str:
@@ -199,7 +200,7 @@ class VllmEngine:
                                              disable_additional_properties=p.strict_schema) \
             if p.json_schema is not None else None
         self._engine.add_request(rid, {"prompt_token_ids": list(request.input_ids)}, SamplingParams(
-            max_tokens=p.max_tokens, temperature=p.temperature, top_p=p.top_p, stop=list(p.stop) or None,
+            max_tokens=p.max_tokens, temperature=p.temperature, **nucleus(p), stop=list(p.stop) or None,
             seed=p.seed, presence_penalty=p.presence_penalty, frequency_penalty=p.frequency_penalty,
             logit_bias=dict(p.logit_bias) or None, n=p.n, logprobs=p.logprobs, structured_outputs=structured,
             output_kind=RequestOutputKind.CUMULATIVE if request.on_tokens else RequestOutputKind.FINAL_ONLY),

@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 
 from worker.engines.base import GenRequest, GenResult, TokenLogprob
+from worker.engines.vllm_args import nucleus
 
 RETRY_STATUS = frozenset({401, 403, 404, 408, 429, 502, 503, 504})
 ROUTER_AWAY = frozenset({"call_upstream_request_error", "no_workers", "no_available_workers",
@@ -78,6 +79,7 @@ def body(request: GenRequest, model: str, kind: str, stream: bool, names: bool) 
                                       "json_schema": {"name": "output", "schema": schema, "strict": p.strict_schema}}
     if kind == "vllm":
         out["return_token_ids"] = True
+        out.update(nucleus(p))      # top_p 0: top_k 1 (vLLM refuses a top_p of 0; worker/engines/vllm_args.py)
     if stream:
         out.update(stream=True, stream_options={"include_usage": True})
     return out
