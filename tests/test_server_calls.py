@@ -41,6 +41,6 @@ def test_sglang_native_body_and_the_stop_token() -> None:
     with pytest.raises(Refused, match="outside the model's vocabulary"):
         native.body(GenRequest(2, [5], SamplingParams(max_tokens=1, logit_bias=((60000, 1.0),))), 49152, False)
     # SGLang keeps the token that ended the output among its ids; OpenAI's output has none.
-    assert native._without_stop_token([9, 8, 2], {"type": "stop", "matched": 2}) == [9, 8]
-    assert native._without_stop_token([9, 8], {"type": "stop", "matched": "Paris"}) == [9, 8]
-    assert native._without_stop_token([9, 2], {"type": "length", "length": 2}) == [9, 2]
+    assert native.without_stop_token([9, 8, 2], {"type": "stop", "matched": 2}) == [9, 8]
+    assert native.without_stop_token([9, 8], {"type": "stop", "matched": "Paris"}) == [9, 8]
+    assert native.without_stop_token([9, 2], {"type": "length", "length": 2}) == [9, 2]

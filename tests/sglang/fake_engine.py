@@ -114,6 +114,8 @@ class FakeTokenizerManager:
 
 
 class FakeEngine:
+    eos_after: int | None = None      # the nth token of every output is an EOS (SGLang keeps it among output_ids)
+
     def __init__(self, **kwargs) -> None:
         logging.basicConfig(level=logging.WARNING, format="[sglang] %(message)s", force=True)  # configure_logger
         self.kwargs = kwargs
@@ -167,9 +169,11 @@ class FakeEngine:
                     continue
                 ids = running[rid]
                 ids.append((sum(state.input_ids) + len(ids)) % VOCAB)
-                done = len(ids) >= state.params["max_new_tokens"]
+                eos = self.eos_after is not None and len(ids) >= self.eos_after
+                done = eos or len(ids) >= state.params["max_new_tokens"]
+                finish = {"type": "stop", "matched": ids[-1]} if eos else {"type": "length", "length": len(ids)}
                 meta = {"prompt_tokens": len(state.input_ids), "completion_tokens": len(ids), "cached_tokens": 0,
-                        "finish_reason": {"type": "length", "length": len(ids)} if done else None}
+                        "finish_reason": finish if done else None}
                 out = {"text": " ".join(map(str, ids)), "output_ids": list(ids), "meta_info": meta}
                 self.tokenizer_manager.socket.put((rid, out, done))
                 if done:

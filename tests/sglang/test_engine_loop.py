@@ -172,3 +172,19 @@ def test_requests_longer_than_a_poll() -> None:
         assert out[1].completion_tokens == 150
     finally:
         e.close()
+
+
+def test_the_stop_token_is_not_part_of_the_output() -> None:
+    """SGLang keeps the EOS that ended an output among output_ids; the result, batch or streamed, has none
+    (as the server engine's, vLLM's and the CPU engine's)."""
+    e = make()
+    e.engine.eos_after = 4
+    got: list[int] = []
+    streamed = GenRequest(-1, [7, 7], SamplingParams(max_tokens=12), on_tokens=got.extend)
+    try:
+        out = run(e, [GenRequest(1, [1, 2], SamplingParams(max_tokens=12))],
+                  urgent=lambda: [streamed] if not got else [])
+        assert out[1].output_ids == expected([1, 2], 3) and out[1].finish_reason == "stop"
+        assert out[-1].output_ids == got == expected([7, 7], 3)
+    finally:
+        e.close()

@@ -39,7 +39,14 @@ from typing import Any
 
 from core.config import SglangSettings
 from worker.engines.base import EngineStats, GenRequest, GenResult, SamplingParams, device_profile
-from worker.engines.sglang_args import Refused, engine_args, logprob_entries, logprob_kwargs, sampling_params
+from worker.engines.sglang_args import (
+    Refused,
+    engine_args,
+    logprob_entries,
+    logprob_kwargs,
+    sampling_params,
+    without_stop_token,
+)
 from worker.engines.speculative import SpecConfig
 
 URGENT_POLL_S = 0.02     # how often the lane is asked for interactive requests while results are awaited
@@ -222,7 +229,8 @@ class SGLangEngine:
                 async for out in gen:
                     i = int(out.get("index") or 0)
                     last[i] = out
-                    ids = out.get("output_ids") or []
+                    ids = without_stop_token(list(out.get("output_ids") or []),
+                                             out["meta_info"].get("finish_reason"))
                     if len(ids) > sent.get(i, 0):
                         events.put(("tokens", r.key, (i, list(ids[sent.get(i, 0):]),
                                                       logprob_entries(out["meta_info"], sent.get(i, 0)))))
@@ -241,10 +249,11 @@ class SGLangEngine:
                 # Our own cancels cancel the task and never read this; an abort SGLang chose itself is this
                 # request's failure alone.
                 return self._refused(r, f"SGLang aborted the request: {finish.get('message') or finish}")
-            res = GenResult(key=r.key, output_ids=list(out.get("output_ids") or []), text=out.get("text") or "",
+            ids = without_stop_token(list(out.get("output_ids") or []), finish)
+            res = GenResult(key=r.key, output_ids=ids, text=out.get("text") or "",
                             finish_reason="length" if finish.get("type") == "length" else "stop",
                             prompt_tokens=meta["prompt_tokens"], cached_tokens=meta.get("cached_tokens", 0),
-                            logprobs=logprob_entries(meta) if extra else None)
+                            logprobs=(logprob_entries(meta) or [])[:len(ids)] if extra else None)
             res.completion_tokens = meta["completion_tokens"]
             results.append(res)
         first, *rest = results

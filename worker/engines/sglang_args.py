@@ -11,6 +11,8 @@ Pure Python (no sglang import), so the rules are tested on any machine:
 - Structured output is SGLang's `json_schema` (its grammar backend, xgrammar by default); n choices are its
   `n` (parallel sampling: the prompt is prefilled once and forked); logprobs are `return_logprob` with
   `top_logprobs_num` (`logprob_kwargs`).
+- SGLang keeps the stop token that ended an output among its `output_ids` (and its logprobs); OpenAI's output,
+  vLLM's and the CPU engine's have none: `without_stop_token` drops it on both SGLang paths.
 - `seed` is honoured only under SGLang's deterministic inference (`sampling_seed` is ignored otherwise):
   BLENDSERVE_SGLANG_DETERMINISTIC turns it on, at a throughput cost; off, a seed is accepted and, as
   OpenAI says of seeds, determinism is not guaranteed.
@@ -90,3 +92,11 @@ def logprob_entries(meta: dict, start: int = 0) -> list[TokenLogprob] | None:
 
     return [entry(lp, text, tuple(entry(tl, tt) for tl, _, tt in (top or ())))
             for (lp, _, text), top in zip(chosen[start:], tops[start:])]
+
+
+def without_stop_token(ids: list[int], finish: dict | None) -> list[int]:
+    """The output without the stop token that ended it (SGLang keeps it; OpenAI's output has none)."""
+    matched = (finish or {}).get("matched")
+    if (finish or {}).get("type") == "stop" and isinstance(matched, int) and ids and ids[-1] == matched:
+        return ids[:-1]
+    return ids

@@ -20,7 +20,7 @@ import httpx
 from worker.engines.base import GenRequest, GenResult
 from worker.engines.server.calls import Refused, Rejected, Unavailable, error_for
 from worker.engines.sglang_args import Refused as ParamsRefused
-from worker.engines.sglang_args import logprob_entries, logprob_kwargs, sampling_params
+from worker.engines.sglang_args import logprob_entries, logprob_kwargs, sampling_params, without_stop_token
 
 ANY_VOCAB = 1 << 31     # the worker without the model's tokenizer leaves logit_bias ids to the server
 
@@ -43,7 +43,7 @@ def _result(request: GenRequest, outs: list[dict], names: Any) -> GenResult:
         finish = meta.get("finish_reason") or {}
         if finish.get("type") == "abort":
             raise Rejected(f"SGLang aborted the request: {finish.get('message') or finish}")
-        ids = _without_stop_token(list(out.get("output_ids") or []), finish)
+        ids = without_stop_token(list(out.get("output_ids") or []), finish)
         res = GenResult(key=request.key, output_ids=ids, text=out.get("text") or "",
                         finish_reason="length" if finish.get("type") == "length" else "stop",
                         prompt_tokens=int(meta.get("prompt_tokens") or len(request.input_ids)),
@@ -59,14 +59,6 @@ def _result(request: GenRequest, outs: list[dict], names: Any) -> GenResult:
         first.choices = rest
         first.completion_tokens += sum(c.completion_tokens for c in rest)
     return first
-
-
-def _without_stop_token(ids: list[int], finish: dict | None) -> list[int]:
-    """The output without the stop token that ended it (SGLang keeps it; OpenAI's output has none)."""
-    matched = (finish or {}).get("matched")
-    if (finish or {}).get("type") == "stop" and isinstance(matched, int) and ids and ids[-1] == matched:
-        return ids[:-1]
-    return ids
 
 
 def entries(meta: dict, start: int, names: Any) -> list | None:
@@ -130,7 +122,7 @@ async def stream(client: httpx.AsyncClient, request: GenRequest, vocab: int | No
                 new = ids if incremental else ids[start:]
                 finish = (chunk.get("meta_info") or {}).get("finish_reason")
                 if finish and new:
-                    new = _without_stop_token(new, finish)
+                    new = without_stop_token(new, finish)
                 got += new
                 # Logprob lists are the chunk's own (incremental) or the whole output's so far (cumulative).
                 lp_from = 0 if incremental else start
