@@ -105,7 +105,8 @@ class Scheduler:
                                                 or_(Lease.holder == self.id, Lease.until < now))
                             .values(holder=self.id, until=now + self.settings.lease_seconds)).rowcount == 1
         if won != self.leading:
-            log.info("scheduler %s %s", self.id, "leads" if won else "standing by: another scheduler leads")
+            log.info("scheduler %s %s (planner=%s)", self.id,      # a start's one line, and each change of leader
+                     "leads" if won else "standing by: another scheduler leads", self.settings.planner)
         self.leading, self.renew_at = won, now + self.settings.lease_seconds / 3
         return won
 
@@ -145,7 +146,7 @@ class Scheduler:
 
     def run(self, stop: threading.Event | None = None) -> None:
         stop = stop or threading.Event()
-        log.info("scheduler running (planner=%s)", self.settings.planner)
+        log.debug("scheduler running (planner=%s)", self.settings.planner)
         try:
             idle = 0
             while not stop.is_set():
