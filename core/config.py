@@ -81,17 +81,32 @@ class SpeculativeSettings(BaseSettings):
         return v
 
 
+# The in-process vLLM engine's settings whose right value depends on the device, as measured on CPU
+# (BENCHMARKS.md): CUDA graphs / torch.compile take ~170 s to start on CPU instead of ~36 s eager. On a GPU
+# each is left to vLLM, which sizes them from the GPU (max_num_seqs 1024 on GPUs of 70 GB or more in 0.32,
+# CUDA graphs on, its own step tokens).
+VLLM_CPU_DEFAULTS: dict[str, int | bool] = {"max_num_seqs": 64, "max_num_batched_tokens": 4096, "enforce_eager": True}
+
+
 class VllmSettings(BaseSettings):
-    """The in-process vLLM engine (worker/engines/vllm.py); every other vLLM argument keeps vLLM's default."""
+    """The in-process vLLM engine (worker/engines/vllm.py); every other vLLM argument keeps vLLM's default.
+    Unset device-dependent fields: vLLM's own choice on a GPU, VLLM_CPU_DEFAULTS on a CPU (`on_device`)."""
     model_config = SettingsConfigDict(env_prefix="BLENDSERVE_VLLM_", extra="ignore", env_ignore_empty=True)
 
-    max_num_seqs: int = Field(64, gt=0)
+    max_num_seqs: int | None = Field(None, gt=0)            # None: vLLM's on a GPU, 64 on CPU
     block_size: int = Field(32, gt=0)
-    max_num_batched_tokens: int = Field(4096, gt=0)
-    enforce_eager: bool = True                # CUDA graphs / torch.compile: ~170 s to start on CPU instead of ~36 s
+    max_num_batched_tokens: int | None = Field(None, gt=0)  # None: vLLM's on a GPU, 4096 on CPU
+    enforce_eager: bool | None = None         # None: CUDA graphs on a GPU (vLLM's default), eager on CPU
     dtype: str = ""                           # "": bfloat16 where the device computes it natively, else float32
     num_blocks: int | None = Field(None, gt=0)   # KV blocks instead of what the device's memory allows
     queued: int = Field(64, ge=0)             # requests waiting in vLLM beyond max_num_seqs, in plan order
+
+    def on_device(self, gpu: bool) -> VllmSettings:
+        """These settings with the device's defaults filled in: the CPU's measured values, or on a GPU None
+        (not passed: vLLM decides) wherever nothing was set."""
+        if gpu:
+            return self
+        return self.model_copy(update={k: v for k, v in VLLM_CPU_DEFAULTS.items() if getattr(self, k) is None})
 
 
 class SglangSettings(BaseSettings):

@@ -178,3 +178,10 @@ def test_top_p_zero_is_greedy(engine: VllmEngine, smollm2_checkpoint: Path) -> N
     out = run(engine, [GenRequest(1, paris, SamplingParams(max_tokens=12, temperature=0.0)),
                        GenRequest(2, paris, SamplingParams(max_tokens=12, temperature=1.0, top_p=0.0))])
     assert out[2].error is None and out[2].output_ids == out[1].output_ids
+
+
+def test_the_engine_reads_what_vllm_resolved(engine: VllmEngine) -> None:
+    """The running cap the worker feeds to and the step the planner is told are vLLM's own figures."""
+    assert engine.resolved == {"max_num_seqs": OPTIONS.max_num_seqs,
+                               "max_num_batched_tokens": OPTIONS.max_num_batched_tokens, "enforce_eager": True}
+    assert engine.step_token_budget() == engine.resolved["max_num_batched_tokens"]

@@ -29,16 +29,24 @@ module unless it is a package's ``__main__`` (``python -m blendserve``,
 """
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.config import SpeculativeSettings, VllmSettings
+from core.config import VLLM_CPU_DEFAULTS, SpeculativeSettings, VllmSettings
 from worker.engines.base import EngineStats, GenRequest, GenResult, TokenLogprob, device_profile
 from worker.engines.logprobs import TokenNames
 from worker.engines.speculative import SpecConfig
 from worker.engines.vllm_args import nucleus
+
+
+def on_gpu() -> bool:
+    """Whether vLLM will run on a GPU: torch sees CUDA (vLLM's CPU build ships a CPU-only torch)."""
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def default_dtype() -> str:
@@ -51,6 +59,7 @@ def default_dtype() -> str:
     return "bfloat16" if torch.cuda.is_available() or cpu_dtype() == torch.bfloat16 else "float32"
 
 
+log = logging.getLogger("blendserve.worker")
 _D = VllmSettings.model_fields     # one set of defaults: the settings' own
 URGENT = -1                        # vLLM's priority of interactive requests (batch work: 0; lower runs first)
 
@@ -60,10 +69,11 @@ class VllmOptions:
     """Engine arguments the service sets (``VllmSettings``, BLENDSERVE_VLLM_*); every other vLLM argument
     keeps vLLM's default."""
 
-    max_num_seqs: int = _D["max_num_seqs"].default
+    # None: not passed, vLLM's own choice (a GPU's defaults; from_settings fills the CPU's in on a CPU).
+    max_num_seqs: int | None = VLLM_CPU_DEFAULTS["max_num_seqs"]
     block_size: int = _D["block_size"].default
-    max_num_batched_tokens: int = _D["max_num_batched_tokens"].default
-    enforce_eager: bool = _D["enforce_eager"].default
+    max_num_batched_tokens: int | None = VLLM_CPU_DEFAULTS["max_num_batched_tokens"]
+    enforce_eager: bool | None = VLLM_CPU_DEFAULTS["enforce_eager"]
     dtype: str = _D["dtype"].default
     # KV blocks to allocate instead of what VLLM_CPU_KVCACHE_SPACE allows (whole GiB on CPU): a
     # benchmark scales the cache down with its workload, as a real batch is many times a GPU's cache.
@@ -73,9 +83,10 @@ class VllmOptions:
     speculative: SpecConfig = SpecConfig()
 
     @classmethod
-    def from_settings(cls, settings: VllmSettings | None = None,
-                      speculative: SpeculativeSettings | None = None) -> VllmOptions:
-        s = settings or VllmSettings()
+    def from_settings(cls, settings: VllmSettings | None = None, speculative: SpeculativeSettings | None = None,
+                      gpu: bool | None = None) -> VllmOptions:
+        """`gpu`: whether vLLM runs on a GPU (None: whether torch sees one)."""
+        s = (settings or VllmSettings()).on_device(on_gpu() if gpu is None else gpu)
         return cls(max_num_seqs=s.max_num_seqs, block_size=s.block_size,
                    max_num_batched_tokens=s.max_num_batched_tokens, enforce_eager=s.enforce_eager,
                    dtype=s.dtype, num_blocks=s.num_blocks, queued=s.queued,
@@ -84,9 +95,7 @@ class VllmOptions:
     def engine_args(self, model_path: Path, model_name: str) -> dict:
         """Keyword arguments for vllm.EngineArgs (also the flags the benchmark gives run_batch)."""
         args = dict(model=str(model_path), served_model_name=[model_name], dtype=self.dtype or default_dtype(),
-                    enable_prefix_caching=True, scheduling_policy="priority", block_size=self.block_size,
-                    max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
-                    enforce_eager=self.enforce_eager, seed=0,
+                    enable_prefix_caching=True, scheduling_policy="priority", block_size=self.block_size, seed=0,
                     # logprobs of the distribution sampled from (after temperature and penalties), as OpenAI
                     # reports them; vLLM's default is the raw logits'.
                     logprobs_mode="processed_logprobs",
@@ -94,6 +103,9 @@ class VllmOptions:
                     # the engine's config (a request's own disable_any_whitespace is not consulted), and a small
                     # model given free whitespace can spend its max_tokens on blank lines.
                     structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True})
+        device = {"max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens,
+                  "enforce_eager": self.enforce_eager}
+        args.update({k: v for k, v in device.items() if v is not None})    # None: vLLM's own (a GPU's)
         if self.num_blocks:
             args["num_gpu_blocks_override"] = self.num_blocks
         if self.speculative.on:
@@ -107,6 +119,14 @@ def _less_eos(completion, entries: list[TokenLogprob] | None) -> list[TokenLogpr
     if entries and completion.finish_reason == "stop" and not isinstance(completion.stop_reason, str):
         return entries[:-1]
     return entries
+
+
+def resolved(vllm_config) -> dict:
+    """What vLLM settled on (its own choice where the worker passed nothing): the running cap the worker
+    feeds to, the step tokens the planner paces a blend to, whether CUDA graphs run."""
+    sched = vllm_config.scheduler_config
+    return {"max_num_seqs": int(sched.max_num_seqs), "max_num_batched_tokens": int(sched.max_num_batched_tokens),
+            "enforce_eager": bool(vllm_config.model_config.enforce_eager)}
 
 
 class VllmEngine:
@@ -125,6 +145,10 @@ class VllmEngine:
         self._engine = LLMEngine.from_engine_args(EngineArgs(**args))
         cache = self._engine.vllm_config.cache_config
         self._capacity = int(cache.num_gpu_blocks) * int(cache.block_size)
+        self.resolved = resolved(self._engine.vllm_config)
+        log.info("vLLM resolved for %s on %s: max_num_seqs=%d max_num_batched_tokens=%d enforce_eager=%s "
+                 "kv_tokens=%d", model_name, device_profile() or "an unknown device", self.resolved["max_num_seqs"],
+                 self.resolved["max_num_batched_tokens"], self.resolved["enforce_eager"], self._capacity)
         self._running: dict = {}
         self._names: TokenNames | None = None     # token texts and bytes for logprobs, made on first use
         self._model_path = Path(model_path)
@@ -161,7 +185,7 @@ class VllmEngine:
                 for request in urgent() if urgent is not None else ():
                     rid = self._add(request, URGENT)
                     running[rid], sent[rid] = request, 0
-                while not exhausted and len(running) < self.options.max_num_seqs + self.options.queued:
+                while not exhausted and len(running) < self.resolved["max_num_seqs"] + self.options.queued:
                     request = next(stream, None)
                     if request is None:
                         exhausted = True

@@ -83,7 +83,7 @@ class VllmEmbeddingEngine:
                  cancel_epoch: Callable[[], int] | None = None) -> Iterator[EmbedResult]:
         stream = iter(requests)
         pending: dict[str, _Pending] = {}
-        cap = self.options.max_num_seqs + self.options.queued
+        cap = int(self._engine.vllm_config.scheduler_config.max_num_seqs) + self.options.queued
         exhausted, seen_epoch = False, None
         try:
             while True:
