@@ -30,6 +30,8 @@ from core.logs import configure as configure_logging
 log = logging.getLogger("blendserve")
 
 STOP_GRACE_S = 8.0
+# Set for `serve` and its roles unless already set: progress bars and load reports of the model libraries.
+QUIET_START = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -51,11 +53,9 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _host(settings: Settings, host: str) -> str:
+    """The address to bind: loopback only without API keys (the API role's start line says so)."""
     if not settings.api_key_list() and host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("no BLENDSERVE_API_KEYS set, so binding to 127.0.0.1 instead of %s", host)
         return "127.0.0.1"
-    if not settings.api_key_list():
-        log.warning("no BLENDSERVE_API_KEYS set: serving without auth on 127.0.0.1 only")
     return host
 
 
@@ -65,12 +65,22 @@ def cmd_api(args: argparse.Namespace) -> int:
     from server.app import create_app
 
     s = _settings(args)
-    # In JSON mode uvicorn's own loggers go through the root handler (core/logs.py) too.
+    host = _host(s, args.host)
+    # In JSON mode uvicorn's own loggers go through the root handler (core/logs.py) too. Its four start-up
+    # lines say less than the role's one line below; a failure to bind is still logged (an error).
     own = {"log_config": None} if s.log_format == "json" else {}
     app = create_app(s)
     freeze_startup_heap()
-    uvicorn.run(app, host=_host(s, args.host), port=args.port, log_level=args.log_level.lower(),
-                timeout_graceful_shutdown=5, **own)
+    logging.getLogger("httpx").setLevel(logging.WARNING)     # one INFO line per chat passed to a worker
+    if s.api_key_list():
+        log.info("api listening on http://%s:%d/v1", host, args.port)
+    else:
+        log.warning("api listening on http://%s:%d/v1 without auth: no BLENDSERVE_API_KEYS set, so on %s only%s",
+                    host, args.port, host, f", not {args.host}" if host != args.host else "")
+    config = uvicorn.Config(app, host=host, port=args.port, log_level=args.log_level.lower(),
+                            timeout_graceful_shutdown=5, **own)
+    logging.getLogger("uvicorn.error").setLevel(max(logging.WARNING, logging.getLogger().level))
+    uvicorn.Server(config).run()
     return 0
 
 
@@ -178,17 +188,26 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from blendserve.readiness import announce_when_ready, first_key
+    from core.embedstore import is_embedding_checkpoint
     from core.migrate import upgrade
-    from core.served import model_paths
+    from core.served import first_start_work, model_paths
 
     s = _settings(args)
     host = _host(s, args.host)
     upgrade(s.db_url)
-    print("blendserve: preparing models (the first start converts SmolLM2, about half a minute)...", file=sys.stderr)
-    served = list(model_paths(s))
+    work = first_start_work(s)
+    # The conversion's progress bars and transformers' load reports: the first-start line says what happens.
+    for var, value in QUIET_START.items():
+        os.environ.setdefault(var, value)
+    if work:
+        print(f"blendserve: first start in {s.data_dir.resolve()}: {' and '.join(work)} (about half a minute)",
+              file=sys.stderr)
+    paths = model_paths(s)
+    served = list(paths)
     base = [sys.executable, "-m", "blendserve", "--log-level", args.log_level]
     roles = {
-        "api": base + ["api", "--host", host, "--port", str(args.port)],
+        "api": base + ["api", "--host", args.host, "--port", str(args.port)],     # it says where it binds
         "scheduler": base + ["scheduler"] + (["--planner", args.planner] if args.planner else []),
         "worker": base + ["worker", "--engine", "cpu"],
     }
@@ -197,7 +216,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stopping = threading.Event()
     _stop_on_signal(stopping)       # before the children exist: a stop now must not orphan them
     procs = {name: subprocess.Popen(cmd) for name, cmd in roles.items()}
-    print(f"blendserve: serving on http://{host}:{args.port}/v1 (data in {s.data_dir.resolve()})", file=sys.stderr)
+    print(f"blendserve: starting {', '.join(roles)} (data in {s.data_dir.resolve()})", file=sys.stderr)
+    chat = next((n for n, p in paths.items() if not is_embedding_checkpoint(p)), None)
+    announce_when_ready(f"http://{host}:{args.port}/v1", chat, first_key(s.api_keys),
+                        lambda line: print(f"blendserve: {line}", file=sys.stderr), stopping)
     while not stopping.wait(1.0):
         for name, p in procs.items():
             if p.poll() is not None and not stopping.is_set():

@@ -1,17 +1,24 @@
-"""Bring the schema to head; every role calls this at start (idempotent, serialised)."""
+"""Bring the schema to head; every role calls this at start (idempotent, serialised).
+
+Alembic logs a line per plugin when it is imported (alembic.runtime.plugins)
+and one per migration it runs: every role starting would print the same
+dozen lines. Its loggers are set to WARNING before the import, so a role's
+start says what the role does, and a failed migration still says why.
+"""
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
+logging.getLogger("alembic").setLevel(logging.WARNING)
 
-import migrations
+from alembic import command  # noqa: E402  (after the level: the import itself logs)
+from alembic.config import Config  # noqa: E402
+
+import migrations  # noqa: E402
 
 
 def upgrade(url: str) -> None:
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     cfg = Config()
     cfg.set_main_option("script_location", str(Path(next(iter(migrations.__path__)))))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))

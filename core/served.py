@@ -17,6 +17,21 @@ def model_names(settings: Settings) -> list[str]:
     return list(_configured(settings)) or [SMOLLM2, MINILM]
 
 
+def first_start_work(settings: Settings) -> list[str]:
+    """What model_paths will do before it returns, in words: empty when every checkpoint is in place, so a
+    start says "converting" only when it converts (a restart of a prepared data dir says nothing)."""
+    if _configured(settings):
+        return []
+    from core.modelstore import smollm2_gguf_path
+
+    work = []
+    if not (settings.models_dir / smollm2_gguf_path().stem / "config.json").is_file():
+        work.append(f"converting {SMOLLM2} from its GGUF")
+    if not (settings.models_dir / MINILM / "model.safetensors").is_file():
+        work.append(f"extracting {MINILM}")
+    return work
+
+
 def model_paths(settings: Settings) -> dict[str, Path]:
     """name -> checkpoint dir; converts the default model on first use (about half a minute)."""
     configured = _configured(settings)

@@ -54,7 +54,7 @@ def test_serve_answers_with_smollm2(tmp_path, smollm2_models):
                 time.sleep(0.5)
         assert [len(d.embedding) for d in emb.data] == [384, 384]
         text = (tmp_path / "serve.log").read_text()
-        assert "binding to 127.0.0.1 instead of 0.0.0.0" in text    # no keys: loopback only, and it says so
+        assert "so on 127.0.0.1 only, not 0.0.0.0" in text          # no keys: loopback only, and it says so
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
