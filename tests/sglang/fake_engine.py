@@ -35,6 +35,18 @@ class _State:
         self.event = asyncio.Event()
         self.out: list[dict] = []
         self.finished = False
+        self.priority: int | None = None
+
+
+class _Args(SimpleNamespace):
+    """SGLang 0.5.23's ServerArgs: the raw input as fields, the resolution in resolved_dict()."""
+
+    def __init__(self, raw: dict, resolved: dict) -> None:
+        super().__init__(**raw)
+        self._resolved = resolved
+
+    def resolved_dict(self) -> dict:
+        return dict(self._resolved)
 
 
 class FakeTokenizerManager:
@@ -82,9 +94,9 @@ class FakeTokenizerManager:
 
     async def get_internal_state(self) -> list[dict]:
         self.auto_create_handle_loop()
-        return [{"last_gen_throughput": 0.0}]
+        return [{"last_gen_throughput": 0.0, "effective_max_running_requests_per_dp": self.engine.running_cap}]
 
-    async def generate_request(self, input_ids: list[int], params: dict, stream: bool):
+    async def generate_request(self, input_ids: list[int], params: dict, stream: bool, priority: int | None = None):
         self.auto_create_handle_loop()
         if params.get("temperature", 1.0) < 0:
             raise ValueError(f"temperature must be a non-negative finite number, got {params['temperature']}.")
@@ -96,6 +108,7 @@ class FakeTokenizerManager:
                 raise ValueError(f"logit_bias must has keys in [0, {VOCAB - 1}], got {t}.")
         rid = f"r{id(params)}-{time.monotonic_ns()}"
         state = self.states[rid] = _State(rid, input_ids, params, stream)
+        state.priority = priority
         self.engine.scheduler_inbox.put(rid)
         try:
             while True:
@@ -120,18 +133,22 @@ class FakeEngine:
         logging.basicConfig(level=logging.WARNING, format="[sglang] %(message)s", force=True)  # configure_logger
         self.kwargs = kwargs
         speculative = kwargs.get("speculative_algorithm") is not None
-        self.server_args = SimpleNamespace(
-            enable_mixed_chunk=bool(kwargs.get("enable_mixed_chunk")) and not speculative,
-            chunked_prefill_size=kwargs.get("chunked_prefill_size", 8192),
-            max_running_requests=kwargs.get("max_running_requests") or (48 if speculative else None))
         capacity = kwargs.get("max_total_tokens") or 4096
+        # As in 0.5.23: server_args keeps the raw input; what SGLang decided is in resolved_dict(), and the
+        # scheduler's own running cap (bounded by the KV pool by default) only in its internal state.
+        self.server_args = _Args(dict(kwargs), dict(
+            kwargs, enable_mixed_chunk=bool(kwargs.get("enable_mixed_chunk")) and not speculative,
+            chunked_prefill_size=kwargs.get("chunked_prefill_size", 8192), dp_size=1,
+            enable_priority_scheduling=bool(kwargs.get("enable_priority_scheduling")),
+            max_running_requests=kwargs.get("max_running_requests") or (48 if speculative else None)))
+        self.priorities = bool(kwargs.get("enable_priority_scheduling"))
         self._scheduler_init_result = SimpleNamespace(scheduler_infos=[{"max_total_num_tokens": capacity,
                                                                         "max_req_input_len": capacity - 1}])
         self.tokenizer_manager = FakeTokenizerManager(self)
         self.scheduler_inbox: queue.Queue = queue.Queue()
         self.scheduler_aborts: set[str] = set()
         self.admitted: list[list[int]] = []       # prompts in the order the scheduler took them
-        self.running_cap = kwargs.get("max_running_requests") or 10**9
+        self.running_cap = kwargs.get("max_running_requests") or (48 if speculative else capacity // 2)
         self.running_now = self.waiting_now = self.most_waiting = 0
         self._stop = threading.Event()
         self._scheduler = threading.Thread(target=self._schedule, daemon=True, name="fake-scheduler")
@@ -155,6 +172,9 @@ class FakeEngine:
             except queue.Empty:
                 pass
             self.most_waiting = max(self.most_waiting, len(waiting))
+            if self.priorities:       # SGLang's priority scheduling: higher first, then arrival (a stable sort)
+                states = self.tokenizer_manager.states
+                waiting.sort(key=lambda r: -(states[r].priority or 0) if r in states else 0)
             while waiting and len(running) < self.running_cap:
                 rid = waiting.pop(0)
                 state = self.tokenizer_manager.states.get(rid)
@@ -184,8 +204,8 @@ class FakeEngine:
         states = self.loop.run_until_complete(self.tokenizer_manager.get_internal_state())
         return {**self._scheduler_init_result.scheduler_infos[0], "internal_states": states}
 
-    async def async_generate(self, input_ids=None, sampling_params=None, stream: bool = False, **kw):
-        generator = self.tokenizer_manager.generate_request(input_ids, sampling_params, stream)
+    async def async_generate(self, input_ids=None, sampling_params=None, stream: bool = False, priority=None, **kw):
+        generator = self.tokenizer_manager.generate_request(input_ids, sampling_params, stream, priority)
         if stream is True:
             return generator
         return await generator.__anext__()

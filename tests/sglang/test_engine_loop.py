@@ -188,3 +188,49 @@ def test_the_stop_token_is_not_part_of_the_output() -> None:
         assert out[-1].output_ids == got == expected([7, 7], 3)
     finally:
         e.close()
+
+
+def test_the_running_cap_is_the_schedulers_not_the_raw_argument() -> None:
+    """Started with SGLang's defaults (no max_running_requests), the count cap is the scheduler's effective
+    cap (the fake's: half its KV pool), read from its internal state, not the raw argument (None)."""
+    e = make(max_total_tokens=64, in_flight_kv=4.0)      # the KV window would allow 128 of these
+    try:
+        assert "max_running_requests" not in e.engine.kwargs
+        assert e._running_cap == 32 and e._priorities
+        seen: list[int] = []
+        reqs = (GenRequest(i, [i], SamplingParams(max_tokens=1)) for i in range(1, 201))
+
+        def count():
+            for _ in e.generate(reqs):
+                seen.append(len(e._flight))
+            return seen
+
+        in_thread(count, timeout=60)
+        assert len(seen) == 200 and max(seen) <= 64
+    finally:
+        e.close()
+
+
+def test_an_interactive_request_goes_ahead_of_queued_batch_work() -> None:
+    """Batch work queued inside SGLang (past its running cap) waits for the chat: SGLang sorts by priority."""
+    e = make(max_running_requests=2, max_total_tokens=10**6)
+    chat: list[int] = []
+    asked = threading.Event()
+
+    def urgent() -> list[GenRequest]:
+        if len(e.engine.admitted) >= 2 and not asked.is_set():
+            asked.set()
+            return [GenRequest(-1, [999], SamplingParams(max_tokens=2), on_tokens=chat.extend)]
+        return []
+
+    try:
+        batch = [GenRequest(i, [i], SamplingParams(max_tokens=20)) for i in range(1, 41)]
+        out = run(e, batch, urgent=urgent)
+        assert len(out) == 41 and chat
+        order = [ids[0] for ids in e.engine.admitted]
+        # Admitted third or fourth (two slots were busy), ahead of the 30-odd batch requests still queued,
+        # and the batch requests in plan order around it.
+        assert order.index(999) <= 3, order
+        assert [i for i in order if i != 999] == list(range(1, 41))
+    finally:
+        e.close()

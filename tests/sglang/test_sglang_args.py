@@ -7,7 +7,14 @@ import pytest
 
 from core.config import SglangSettings
 from worker.engines.base import SamplingParams
-from worker.engines.sglang_args import Refused, engine_args, sampling_params
+from worker.engines.sglang_args import (
+    INTERACTIVE_PRIORITY,
+    Refused,
+    engine_args,
+    priority,
+    sampling_params,
+    sglang_running_cap,
+)
 from worker.engines.speculative import SpecConfig
 
 
@@ -36,7 +43,8 @@ def test_engine_args() -> None:
     args = engine_args(Path("/m"), SglangSettings(device="cpu", attention_backend="torch_native",
                                                   max_total_tokens=4096, disable_cuda_graph=True), tp=2)
     assert args == dict(model_path="/m", tp_size=2, schedule_policy="fcfs", chunked_prefill_size=2048,
-                        log_level="warning", enable_mixed_chunk=True, max_total_tokens=4096, device="cpu",
+                        enable_priority_scheduling=True, log_level="warning", enable_mixed_chunk=True,
+                        max_total_tokens=4096, device="cpu",
                         attention_backend="torch_native", disable_cuda_graph=True)
     spec = engine_args(Path("/m"), SglangSettings(), spec=SpecConfig(method="ngram", tokens=4))
     assert "enable_mixed_chunk" not in spec and spec["speculative_num_draft_tokens"] == 4
@@ -49,3 +57,22 @@ def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("BLENDSERVE_SGLANG_DEVICE", "cpu")
     s = Settings().sglang
     assert (s.max_total_tokens, s.device, s.chunked_prefill_size) == (4096, "cpu", 2048)
+
+
+def test_priorities_put_interactive_first_and_batch_in_plan_order() -> None:
+    """SGLang runs higher priorities first, then arrivals: a chat before any batch request, and a batch
+    request retracted and queued again sorts back to its place in the plan."""
+    assert priority(-1) == INTERACTIVE_PRIORITY > priority(0) > priority(1) > priority(500)
+
+
+def test_the_running_cap_is_what_sglangs_schedulers_run() -> None:
+    """0.5.23's max_running_requests is the launch argument (None by default); the cap is each rank's
+    effective_max_running_requests_per_dp."""
+    default = {"max_running_requests": None, "dp_size": 1,
+               "internal_states": [{"effective_max_running_requests_per_dp": 3072}]}
+    assert sglang_running_cap(default) == 3072
+    assert sglang_running_cap({**default, "dp_size": 2}) == 6144                 # one rank reported
+    two = {**default, "dp_size": 2, "internal_states": [{"effective_max_running_requests_per_dp": 100}] * 2}
+    assert sglang_running_cap(two) == 200
+    assert sglang_running_cap({"max_running_requests": 64, "internal_states": [{}]}) == 64   # older servers
+    assert sglang_running_cap({"internal_states": [{}]}) is None

@@ -28,6 +28,7 @@ only when the worker's cancel epoch moved (or every CANCEL_SWEEP_S without one).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import queue
 import threading
@@ -44,13 +45,18 @@ from worker.engines.sglang_args import (
     engine_args,
     logprob_entries,
     logprob_kwargs,
+    priority,
     sampling_params,
+    sglang_running_cap,
     without_stop_token,
 )
 from worker.engines.speculative import SpecConfig
 
 URGENT_POLL_S = 0.02     # how often the lane is asked for interactive requests while results are awaited
 CANCEL_SWEEP_S = 1.0     # without a cancel epoch: how often every request in flight is checked
+STATE_WAIT_S = 60.0      # for the scheduler's internal state at start
+
+log = logging.getLogger("blendserve.worker")
 
 
 def launch(factory: Callable[..., Any], args: dict) -> Any:
@@ -88,6 +94,15 @@ def scheduler_info(engine: Any) -> dict:
     return dict(engine._scheduler_init_result.scheduler_infos[0])
 
 
+def resolved_args(server_args: Any) -> dict:
+    """SGLang's resolved settings: `resolved_dict()` (0.5.23: every decision of its resolution applied over
+    the raw input, which server_args itself keeps), else the object's fields (older releases resolved in
+    place)."""
+    if callable(getattr(server_args, "resolved_dict", None)):
+        return dict(server_args.resolved_dict())
+    return dict(vars(server_args))
+
+
 def drain(events: queue.Queue, timeout: float) -> list:
     """What the loop put in `events`: the first item waited for up to `timeout`, then all that is there."""
     got = []
@@ -113,14 +128,24 @@ class SGLangEngine:
         spec = speculative or SpecConfig()
         self.engine = launch(factory, engine_args(Path(model_path), self.options, tp=tp, spec=spec))
         self._capacity = int(scheduler_info(self.engine)["max_total_num_tokens"])
-        resolved = self.engine.server_args
-        # What SGLang settled on (speculation turns mixing off and caps running requests), not what we asked.
-        self._mixed = bool(getattr(resolved, "enable_mixed_chunk", False))
-        self._step = int(getattr(resolved, "chunked_prefill_size", 0) or self.options.chunked_prefill_size)
-        self._running_cap = getattr(resolved, "max_running_requests", None)
+        # What SGLang settled on (speculation turns mixing off and caps running requests), not what we asked:
+        # engine.server_args keeps the raw input in 0.5.23; its resolution is resolved_dict().
+        resolved = resolved_args(self.engine.server_args)
+        self._mixed = bool(resolved.get("enable_mixed_chunk"))
+        self._step = int(resolved.get("chunked_prefill_size") or self.options.chunked_prefill_size)
+        self._priorities = bool(resolved.get("enable_priority_scheduling"))
         self._vocab = int(self.engine.tokenizer_manager.model_config.vocab_size)
         self.loop, self.thread = loop_thread(self.engine)
+        # The scheduler's own running cap (SGLang's default is bounded by the KV pool), asked on the one loop.
+        states = asyncio.run_coroutine_threadsafe(self.engine.tokenizer_manager.get_internal_state(),
+                                                  self.loop).result(STATE_WAIT_S)
+        self._running_cap = sglang_running_cap({"internal_states": states, "dp_size": resolved.get("dp_size"),
+                                                "max_running_requests": resolved.get("max_running_requests")})
+        self._order = itertools.count()      # each batch request's place in the plan: its SGLang priority
         self._flight: dict = {}
+        log.info("SGLang resolved for %s: KV %d tokens, running cap %s, mixed chunks %s, step %d tokens, "
+                 "priority scheduling %s", model_name, self._capacity, self._running_cap or "unknown",
+                 self._mixed, self._step, self._priorities)
 
     def kv_capacity_tokens(self) -> int:
         return self._capacity
@@ -155,7 +180,7 @@ class SGLangEngine:
         try:
             while True:
                 for request in urgent() if urgent is not None else ():
-                    flight[request.key] = (self._submit(request, events), 0)
+                    flight[request.key] = (self._submit(request, events, -1), 0)
                     if request.on_tokens is not None:
                         callbacks[request.key] = request.on_tokens
                         flight_params[request.key] = request.params
@@ -167,7 +192,7 @@ class SGLangEngine:
                     cost = len(waiting.input_ids) + waiting.params.max_tokens
                     if flight and (used + cost > budget or (count_cap is not None and len(flight) >= count_cap)):
                         break
-                    flight[waiting.key] = (self._submit(waiting, events), cost)
+                    flight[waiting.key] = (self._submit(waiting, events, next(self._order)), cost)
                     used += cost
                     waiting = None
                 if not flight:
@@ -206,12 +231,13 @@ class SGLangEngine:
             for fut, _ in flight.values():
                 fut.cancel()
 
-    def _submit(self, request: GenRequest, events: queue.Queue) -> Future:
-        fut = asyncio.run_coroutine_threadsafe(self._one(request, events), self.loop)
+    def _submit(self, request: GenRequest, events: queue.Queue, seq: int) -> Future:
+        """`seq`: the request's place in the plan (negative: interactive), its SGLang priority."""
+        fut = asyncio.run_coroutine_threadsafe(self._one(request, events, priority(seq)), self.loop)
         fut.add_done_callback(lambda f, key=request.key: events.put(("done", key, f)))
         return fut
 
-    async def _one(self, r: GenRequest, events: queue.Queue) -> GenResult:
+    async def _one(self, r: GenRequest, events: queue.Queue, rank: int) -> GenResult:
         try:
             if r.input_ids and not 0 <= min(r.input_ids) <= max(r.input_ids) < self._vocab:
                 raise Refused(f"the prompt holds a token id outside the model's vocabulary (0 to {self._vocab - 1}).")
@@ -220,12 +246,13 @@ class SGLangEngine:
             return self._refused(r, str(e))
         streamed = r.on_tokens is not None
         extra = logprob_kwargs(r.params)
+        order = {"priority": rank} if self._priorities else {}
         try:
             if streamed:
                 sent: dict[int, int] = {}
                 last: dict[int, dict] = {}
                 gen = await self.engine.async_generate(input_ids=r.input_ids, sampling_params=params, stream=True,
-                                                       **extra)
+                                                       **extra, **order)
                 async for out in gen:
                     i = int(out.get("index") or 0)
                     last[i] = out
@@ -237,7 +264,7 @@ class SGLangEngine:
                         sent[i] = len(ids)
                 outs = [last[i] for i in sorted(last)]
             else:
-                out = await self.engine.async_generate(input_ids=r.input_ids, sampling_params=params, **extra)
+                out = await self.engine.async_generate(input_ids=r.input_ids, sampling_params=params, **extra, **order)
                 outs = out if isinstance(out, list) else [out]
         except ValueError as e:      # SGLang's own checks of one request (its sampling params, its length)
             return self._refused(r, f"SGLang refused the request: {e}")

@@ -2,7 +2,14 @@
 
 Pure Python (no sglang import), so the rules are tested on any machine:
 
-- SGLang's scheduler runs `schedule_policy="fcfs"`: it admits in the order the worker submits, the plan's.
+- SGLang's scheduler runs `schedule_policy="fcfs"` with priority scheduling on: every request carries a
+  priority (`priority`), SGLang's queue sorts by it and then by arrival, higher first. Interactive requests
+  get INTERACTIVE_PRIORITY, so a chat waits behind no queued batch work (and, past SGLang's preemption
+  threshold, may retract running batch requests to start); batch requests get minus their place in the plan,
+  so SGLang admits them in plan order, and a request SGLang retracts when its KV pool fills goes back to its
+  place in the plan, not to the end of the queue (plain FCFS appends it). Without priority scheduling SGLang
+  0.5.23 ignores a request's priority, or aborts it with a 503 under `--abort-on-priority-when-disabled`
+  (`Scheduler._set_or_validate_priority`): a server not started with it is sent none.
 - Mixed chunked prefill (`enable_mixed_chunk`) makes one step carry every running decode plus a prefill
   chunk, `chunked_prefill_size` tokens together: the step a blend is paced for. SGLang turns mixing off
   with speculative decoding (and caps running requests at 48): then the engine reports no step budget.
@@ -25,6 +32,13 @@ from core.config import SglangSettings
 from worker.engines.base import SamplingParams, TokenLogprob
 from worker.engines.speculative import SpecConfig
 
+INTERACTIVE_PRIORITY = 1 << 62     # above every batch request's; SGLang runs higher values first
+
+
+def priority(seq: int) -> int:
+    """SGLang's priority of the request at place `seq` in the plan (a negative seq: an interactive request)."""
+    return INTERACTIVE_PRIORITY if seq < 0 else -seq
+
 
 class Refused(ValueError):
     """A request SGLang cannot run as asked; it fails alone with this message."""
@@ -33,6 +47,7 @@ class Refused(ValueError):
 def engine_args(model_path: Path, options: SglangSettings, *, tp: int = 1, spec: SpecConfig | None = None) -> dict:
     """Keyword arguments for `sglang.Engine`."""
     args: dict = dict(model_path=str(model_path), tp_size=tp, schedule_policy="fcfs",
+                      enable_priority_scheduling=True,
                       chunked_prefill_size=options.chunked_prefill_size, log_level="warning")
     spec_args = (spec or SpecConfig()).sglang()
     if not spec_args:
@@ -100,3 +115,24 @@ def without_stop_token(ids: list[int], finish: dict | None) -> list[int]:
     if (finish or {}).get("type") == "stop" and isinstance(matched, int) and ids and ids[-1] == matched:
         return ids[:-1]
     return ids
+
+
+def positive(value: object) -> int | None:
+    """`value` as a positive int; None for anything else (a missing, null or zero figure)."""
+    try:
+        n = int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return n if n > 0 else None
+
+
+def sglang_running_cap(info: dict) -> int | None:
+    """The requests SGLang's schedulers run at once: each data-parallel rank's effective cap, summed (a rank
+    not listed counts as the first); the launch argument only where no rank reports one (older servers)."""
+    states = [s for s in info.get("internal_states") or [] if isinstance(s, dict)]
+    effective = [n for n in (positive(s.get("effective_max_running_requests_per_dp")) for s in states) if n]
+    if effective:
+        ranks = positive(info.get("dp_size")) or 1
+        return sum(effective) + effective[0] * max(0, ranks - len(effective))
+    first = states[0] if states else {}
+    return positive(info.get("max_running_requests") or first.get("max_running_requests"))

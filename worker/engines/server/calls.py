@@ -49,10 +49,13 @@ class Rejected(Exception):
     """The server failed on this request (a 500): the request's own failure, counted and retried alone."""
 
 
-def body(request: GenRequest, model: str, kind: str, stream: bool, names: bool) -> dict[str, Any]:
+def body(request: GenRequest, model: str, kind: str, stream: bool, names: bool,
+         seq: int | None = None) -> dict[str, Any]:
     """The /v1/completions body: OpenAI's fields, plus each server's own for what OpenAI's completions lack
     (token ids back, structured output); other servers may refuse fields they do not know.
-    ``names``: the worker can name token ids (it has the tokenizer), so vLLM may send logprobs by id."""
+    ``names``: the worker can name token ids (it has the tokenizer), so vLLM may send logprobs by id.
+    ``seq``: the request's place in the plan (negative: interactive), vLLM's priority (lower runs first)
+    where the server runs its priority policy; None: no priority (vLLM refuses one under FCFS)."""
     p = request.params
     out: dict[str, Any] = {"model": model, "prompt": list(request.input_ids), "max_tokens": p.max_tokens,
                            "temperature": p.temperature, "top_p": p.top_p,
@@ -80,6 +83,8 @@ def body(request: GenRequest, model: str, kind: str, stream: bool, names: bool) 
     if kind == "vllm":
         out["return_token_ids"] = True
         out.update(nucleus(p))      # top_p 0: top_k 1 (vLLM refuses a top_p of 0; worker/engines/vllm_args.py)
+        if seq is not None:
+            out["priority"] = seq
     if stream:
         out.update(stream=True, stream_options={"include_usage": True})
     return out
@@ -171,10 +176,10 @@ def _take(choices: dict[int, _Choice], choice: dict, request: GenRequest, names:
 
 
 async def complete(client: httpx.AsyncClient, request: GenRequest, model: str, kind: str,
-                   encode: Encode | None, names: Any) -> GenResult:
+                   encode: Encode | None, names: Any, seq: int | None = None) -> GenResult:
     """A batch request: one POST, one answer."""
     try:
-        r = await client.post("/v1/completions", json=body(request, model, kind, False, names is not None))
+        r = await client.post("/v1/completions", json=body(request, model, kind, False, names is not None, seq))
         if r.status_code != 200:
             raise error_for(r.status_code, r.text)
         data = r.json()
@@ -189,7 +194,7 @@ async def complete(client: httpx.AsyncClient, request: GenRequest, model: str, k
 
 
 async def stream(client: httpx.AsyncClient, request: GenRequest, model: str, kind: str, encode: Encode | None,
-                 names: Any, sent: dict[int, int]) -> GenResult:
+                 names: Any, sent: dict[int, int], seq: int | None = None) -> GenResult:
     """An interactive request, streamed: each chunk's tokens go to ``request.on_tokens`` as they come
     (with ``choice=`` and ``logprobs=`` where the request asked for n > 1 or logprobs).
 
@@ -204,7 +209,7 @@ async def stream(client: httpx.AsyncClient, request: GenRequest, model: str, kin
     usage = None
     try:
         async with client.stream("POST", "/v1/completions",
-                                 json=body(request, model, kind, True, names is not None)) as r:
+                                 json=body(request, model, kind, True, names is not None, seq)) as r:
             if r.status_code != 200:
                 raise error_for(r.status_code, (await r.aread()).decode(errors="replace"))
             async for line in r.aiter_lines():

@@ -5,11 +5,18 @@ planner prices rounds on the capacity, so each figure is read where the server p
 
 - vLLM: ``/metrics`` carries ``vllm:cache_config_info``, an info gauge whose labels hold ``num_gpu_blocks``
   and ``block_size`` (one line per data-parallel engine; their product, summed, is the capacity).
-  ``/v1/models`` lists the served names (``owned_by: vllm``). vLLM publishes no running cap
-  (``--max-num-seqs``), and with ``--disable-log-stats`` no cache figures either.
+  ``/v1/models`` lists the served names (``owned_by: vllm``). The running cap (``max_num_seqs``, which vLLM
+  0.32 sizes from the device: 1024 on GPUs of 70 GB or more, 256 on smaller ones, 128 per CPU rank) is
+  published only by ``/server_info?config_format=json``, a route vLLM serves with
+  ``VLLM_SERVER_DEV_MODE=1``: ``vllm_config.scheduler_config.max_num_seqs`` times the data-parallel size.
+  Without it the cap is unknown (engine.py then bounds the window by the KV capacity alone); with
+  ``--disable-log-stats`` no cache figures either.
 - SGLang's ``launch_server``: ``/server_info`` (``/get_server_info`` on older servers) holds
-  ``max_total_num_tokens``, ``max_running_requests``, ``chunked_prefill_size`` and whether streams are
-  incremental.
+  ``max_total_num_tokens``, ``chunked_prefill_size`` and whether streams are incremental. Its
+  ``max_running_requests`` is the launch argument (None unless ``--max-running-requests`` was given); the
+  cap the scheduler runs with (SGLang's default: bounded by the KV pool, often thousands) is each
+  data-parallel rank's ``internal_states[i]["effective_max_running_requests_per_dp"]``, summed.
+  ``enable_priority_scheduling`` says whether a request's ``priority`` orders its queue.
 - SGLang's router answers ``/get_server_info`` with its own state (``workers_count``) and lists its servers
   at ``/workers``: each healthy one is asked for its figures, the capacities and caps summed (the router
   spreads requests over them all). A router none of whose servers answers the worker directly (another
@@ -25,6 +32,8 @@ from typing import Literal
 
 import httpx
 
+from worker.engines.sglang_args import positive, sglang_running_cap
+
 CACHE_INFO = re.compile(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}", re.MULTILINE)
 LABEL = re.compile(r'(\w+)="([^"]*)"')
 
@@ -37,6 +46,7 @@ class ServerInfo:
     running_cap: int | None = None              # requests the server runs at once; None: not published
     step_tokens: int | None = None              # tokens one step carries (SGLang's chunked_prefill_size)
     incremental: bool = False                   # SGLang streams only what is new in each chunk
+    priorities: bool = False                    # the server orders its queue by each request's priority
 
 
 class NotServing(ValueError):
@@ -82,14 +92,6 @@ async def _json_or_none(client: httpx.AsyncClient, path: str) -> dict | None:
     return body if isinstance(body, dict) else None
 
 
-def _positive(value: object) -> int | None:
-    try:
-        n = int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return n if n > 0 else None
-
-
 async def discover(client: httpx.AsyncClient, configured_model: str, worker_model: str) -> ServerInfo:
     """Ask the server; transport errors propagate (the caller treats them as the server being down)."""
     r = await client.get("/v1/models")
@@ -104,17 +106,40 @@ async def discover(client: httpx.AsyncClient, configured_model: str, worker_mode
     metrics = await client.get("/metrics")
     text = metrics.text if metrics.status_code == 200 else ""
     if "vllm:" in text or any(m.get("owned_by") == "vllm" for m in listed):    # with --disable-log-stats: no figures
-        return ServerInfo(model, "vllm", kv_tokens=vllm_kv_tokens(text))
+        config = await _vllm_config(client)
+        return ServerInfo(model, "vllm", kv_tokens=vllm_kv_tokens(text), running_cap=vllm_running_cap(config),
+                          step_tokens=positive(config.get("scheduler_config", {}).get("max_num_batched_tokens")),
+                          priorities=config.get("scheduler_config", {}).get("policy") == "priority")
     return ServerInfo(model, "openai")
+
+
+async def _vllm_config(client: httpx.AsyncClient) -> dict:
+    """vLLM's resolved config where the server publishes it (VLLM_SERVER_DEV_MODE=1), else {}."""
+    try:
+        body = await _json_or_none(client, "/server_info?config_format=json")
+    except httpx.HTTPError:
+        return {}
+    config = (body or {}).get("vllm_config")
+    return config if isinstance(config, dict) else {}
+
+
+def vllm_running_cap(config: dict) -> int | None:
+    """max_num_seqs of each data-parallel engine, times their number; None where vLLM published no config."""
+    per_engine = positive((config.get("scheduler_config") or {}).get("max_num_seqs"))
+    if per_engine is None:
+        return None
+    return per_engine * (positive((config.get("parallel_config") or {}).get("data_parallel_size")) or 1)
 
 
 def _sglang_info(model: str, info: dict) -> ServerInfo:
     state = (info.get("internal_states") or [{}])[0]
     return ServerInfo(model, "sglang",
-                      kv_tokens=_positive(info.get("max_total_num_tokens") or state.get("max_total_num_tokens")),
-                      running_cap=_positive(info.get("max_running_requests") or state.get("max_running_requests")),
-                      step_tokens=_positive(info.get("chunked_prefill_size")),
-                      incremental=bool(info.get("incremental_streaming_output")))
+                      kv_tokens=positive(info.get("max_total_num_tokens") or state.get("max_total_num_tokens")),
+                      running_cap=sglang_running_cap(info),
+                      step_tokens=positive(info.get("chunked_prefill_size")),
+                      incremental=bool(info.get("incremental_streaming_output")),
+                      priorities=bool(info.get("enable_priority_scheduling")
+                                      or state.get("enable_priority_scheduling")))
 
 
 async def _router_info(client: httpx.AsyncClient, model: str) -> ServerInfo:
@@ -141,7 +166,7 @@ async def _router_info(client: httpx.AsyncClient, model: str) -> ServerInfo:
     return ServerInfo(model, "sglang", kv_tokens=total([f.kv_tokens for f in found]),
                       running_cap=total([f.running_cap for f in found]),
                       step_tokens=min((f.step_tokens for f in found if f.step_tokens), default=None),
-                      incremental=found[0].incremental)
+                      incremental=found[0].incremental, priorities=all(f.priorities for f in found))
 
 
 def known(new: ServerInfo | None, old: ServerInfo) -> ServerInfo:

@@ -57,7 +57,10 @@ from worker.engines.server.discovery import NoModel, ServerInfo, discover, known
 log = logging.getLogger("blendserve.worker.server")
 
 DEFAULT_KV_TOKENS = 65536       # a server that publishes no capacity (set BLENDSERVE_SERVER_KV_TOKENS)
-DEFAULT_IN_FLIGHT = 256         # a server that publishes no running cap (vLLM)
+DEFAULT_IN_FLIGHT = 256         # a server that publishes neither a running cap nor its KV capacity
+# vLLM serve publishes its KV capacity but not its running cap (unless VLLM_SERVER_DEV_MODE=1): the window is
+# then bounded by the KV capacity, and by twice vLLM 0.32's largest default max_num_seqs (1024).
+UNPUBLISHED_CAP_CEILING = 2048
 DEFAULT_STEP_TOKENS = 2048      # vLLM and SGLang both mix prefill chunks with decodes; their usual step
 FIRST_PROBE_S = 0.5             # the back-off's first wait, doubling up to retry_max_s
 START_WAIT_S = 600.0            # how long a starting worker waits for its server (a large model loads slowly)
@@ -98,8 +101,10 @@ class ServerEngine:
         # Whether the server answers, kept across streams: a stream that ends while it is down (nothing left
         # to hold) leaves the next one to probe first, at the back-off's pace, rather than send.
         self._up, self._backoff, self._probe_at = True, FIRST_PROBE_S, time.monotonic()
-        log.info("engine: %s server at %s serving %r (KV %s tokens, running cap %s)", self.info.kind, self.url,
-                 self.info.model, self.info.kv_tokens or "unknown", self.info.running_cap or "unknown")
+        log.info("engine: %s server at %s serving %r (KV %s tokens, running cap %s, priorities %s); "
+                 "%d requests in flight at most (%s)", self.info.kind, self.url, self.info.model,
+                 self.info.kv_tokens or "unknown", self.info.running_cap or "unknown",
+                 "on" if self.info.priorities else "off", self.max_in_flight(), self.in_flight_source())
 
     # -- what the planner and the dashboard read -----------------------------------------------------
 
@@ -118,9 +123,23 @@ class ServerEngine:
         return EngineStats(len(self._flight))
 
     def max_in_flight(self) -> int:
+        """Requests in flight at most: the setting; else twice the running cap the server reports; else, where
+        it reports only its KV capacity, a ceiling that leaves the KV window to bound it; else 256."""
         if self.settings.max_in_flight:
             return self.settings.max_in_flight
-        return 2 * self.info.running_cap if self.info.running_cap else DEFAULT_IN_FLIGHT
+        if self.info.running_cap:
+            return 2 * self.info.running_cap
+        return UNPUBLISHED_CAP_CEILING if self.info.kv_tokens else DEFAULT_IN_FLIGHT
+
+    def in_flight_source(self) -> str:
+        """Where max_in_flight comes from, for the start-up log."""
+        if self.settings.max_in_flight:
+            return "BLENDSERVE_SERVER_MAX_IN_FLIGHT"
+        if self.info.running_cap:
+            return "twice the server's running cap"
+        if self.info.kv_tokens:
+            return "no running cap published: bounded by the KV capacity"
+        return "the server publishes no running cap or KV capacity: the default"
 
     # -- the stream ---------------------------------------------------------------------------------
 
@@ -146,7 +165,7 @@ class ServerEngine:
             nonlocal used, batch_in_flight
             cost = 0 if request.on_tokens is not None or request.key < 0 else \
                 len(request.input_ids) + request.params.max_tokens
-            fut = asyncio.run_coroutine_threadsafe(self._one(request, streamed), self.loop)
+            fut = asyncio.run_coroutine_threadsafe(self._one(request, streamed, seq), self.loop)
             flight[request.key] = _Flight(request, seq, cost, fut)
             used += cost
             batch_in_flight += cost > 0
@@ -261,21 +280,24 @@ class ServerEngine:
 
     # -- the event loop's side ---------------------------------------------------------------------
 
-    async def _one(self, request: GenRequest, streamed: dict[int, dict[int, int]]) -> GenResult:
+    async def _one(self, request: GenRequest, streamed: dict[int, dict[int, int]], seq: int) -> GenResult:
+        """`seq`: the request's place in the plan (negative: interactive); sent as its priority where the
+        server orders its queue by priority (SGLang: higher first; vLLM: lower first)."""
         kind = self.info.kind
         names = self._names() if request.params.logprobs is not None else None
+        rank = seq if self.info.priorities else None
         if kind == "sglang":
             tok = self._load_tokenizer()
             vocab = len(tok) if tok is not None else None
             if request.on_tokens is None:
-                return await native.generate(self.client, request, vocab, names)
+                return await native.generate(self.client, request, vocab, names, rank)
             return await native.stream(self.client, request, vocab, names, streamed.setdefault(request.key, {}),
-                                       self.info.incremental)
+                                       self.info.incremental, rank)
         encode = None if kind == "vllm" else self._encoder()
         if request.on_tokens is None:
-            return await complete(self.client, request, self.info.model, kind, encode, names)
+            return await complete(self.client, request, self.info.model, kind, encode, names, rank)
         return await stream(self.client, request, self.info.model, kind, encode, names,
-                            streamed.setdefault(request.key, {}))
+                            streamed.setdefault(request.key, {}), rank)
 
     async def _probe(self, refresh: bool) -> ServerInfo | None:
         """Raises unless the server answers /health (and, after an outage, tells its figures again)."""

@@ -20,19 +20,24 @@ import httpx
 from worker.engines.base import GenRequest, GenResult
 from worker.engines.server.calls import Refused, Rejected, Unavailable, error_for
 from worker.engines.sglang_args import Refused as ParamsRefused
-from worker.engines.sglang_args import logprob_entries, logprob_kwargs, sampling_params, without_stop_token
+from worker.engines.sglang_args import logprob_entries, logprob_kwargs, priority, sampling_params, without_stop_token
 
 ANY_VOCAB = 1 << 31     # the worker without the model's tokenizer leaves logit_bias ids to the server
 
 
-def body(request: GenRequest, vocab: int | None, stream: bool) -> dict[str, Any]:
-    """The /generate body; raises Refused for what SGLang would refuse (worker/engines/sglang_args.py)."""
+def body(request: GenRequest, vocab: int | None, stream: bool, seq: int | None = None) -> dict[str, Any]:
+    """The /generate body; raises Refused for what SGLang would refuse (worker/engines/sglang_args.py).
+    `seq`: the request's place in the plan (negative: interactive), sent as its priority; None (a server
+    without priority scheduling, which may abort a request that has one): no priority."""
     try:
         params = sampling_params(request.params, vocab or ANY_VOCAB)
     except ParamsRefused as e:
         raise Refused(str(e)) from e
-    return {"input_ids": list(request.input_ids), "sampling_params": params, "stream": stream,
-            **logprob_kwargs(request.params)}
+    out = {"input_ids": list(request.input_ids), "sampling_params": params, "stream": stream,
+           **logprob_kwargs(request.params)}
+    if seq is not None:
+        out["priority"] = priority(seq)
+    return out
 
 
 def _result(request: GenRequest, outs: list[dict], names: Any) -> GenResult:
@@ -80,9 +85,10 @@ def _read(r: httpx.Response) -> Any:
         raise Unavailable(f"the model server's answer was not JSON: {e}") from e
 
 
-async def generate(client: httpx.AsyncClient, request: GenRequest, vocab: int | None, names: Any) -> GenResult:
+async def generate(client: httpx.AsyncClient, request: GenRequest, vocab: int | None, names: Any,
+                   seq: int | None = None) -> GenResult:
     """A batch request: one POST, one answer (a list of n for n > 1)."""
-    payload = body(request, vocab, False)
+    payload = body(request, vocab, False, seq)
     try:
         r = await client.post("/generate", json=payload)
     except httpx.TransportError as e:
@@ -94,12 +100,12 @@ async def generate(client: httpx.AsyncClient, request: GenRequest, vocab: int | 
 
 
 async def stream(client: httpx.AsyncClient, request: GenRequest, vocab: int | None, names: Any,
-                 sent: dict[int, int], incremental: bool) -> GenResult:
+                 sent: dict[int, int], incremental: bool, seq: int | None = None) -> GenResult:
     """An interactive request, streamed: as calls.stream, from SGLang's native chunks."""
     assert request.on_tokens is not None
     p = request.params
     keywords = p.n > 1 or p.logprobs is not None
-    payload = body(request, vocab, True)
+    payload = body(request, vocab, True, seq)
     last: dict[int, dict] = {}
     have: dict[int, list[int]] = {}        # choice -> the output ids so far
     try:
