@@ -38,7 +38,7 @@ from scheduler.validation import (
     ValidRequest,
     context_error,
     read_body,
-    tokenize,
+    tokenize_each,
     validate,
 )
 
@@ -87,21 +87,26 @@ def validate_batch(batch_id: str, sessions: sessionmaker[Session], store: FileSt
         s.execute(delete(Request).where(Request.batch_id == batch_id))
         has_file = s.get(File, file_id) is not None and store.path(file_id).exists()
     errors: list[dict] = []
-    total, model, t0 = 0, None, time.time()
+    total, n_failed, model, t0 = 0, 0, None, time.time()
     if not has_file:
         errors.append(LineError(0, "file_not_found", f"The input file '{file_id}' no longer exists.").as_dict())
     else:
         rows: list[tuple] = []
         with store.open(file_id) as f:
             for item in validate(f, endpoint, models(), settings.max_requests_per_file):
-                if isinstance(item, LineError):
+                if isinstance(item, LineError) and item.fails_file:
                     if len(errors) < MAX_ERRORS:
                         errors.append(item.as_dict())
                     continue
                 if errors:
                     continue        # the batch fails anyway: keep checking, stop storing
-                model = item.model
-                rows.append(_row(batch_id, item))
+                if isinstance(item, ValidRequest):
+                    model = item.model
+                    rows.append(_row(batch_id, item))
+                else:               # the request's own failure: its error line, the rest runs
+                    model = model or item.model
+                    n_failed += 1
+                    rows.append(_failed_row(batch_id, item))
                 if len(rows) >= INSERT_GROUP:
                     total += len(rows)
                     status, rows = _insert(sessions, batch_id, rows), []
@@ -120,6 +125,8 @@ def validate_batch(batch_id: str, sessions: sessionmaker[Session], store: FileSt
         else:
             moved = s.execute(still.values(status="in_progress", in_progress_at=now, model=model,
                                            total=total)).rowcount == 0
+            if not moved and n_failed:      # counted with the move: a restarted validation counts afresh
+                counts.add(s, "scheduler", [(batch_id, "failed", 0, 0, 0)] * n_failed)
         if errors or moved:
             s.execute(delete(Request).where(Request.batch_id == batch_id))
     if moved:
@@ -159,14 +166,22 @@ def refresh_statistics(sessions: sessionmaker[Session], added: int) -> bool:
 
 
 ROW_COLUMNS = ("batch_id", "line", "custom_id", "model", "body", "input_offset", "input_length", "prompt_ids",
-               "prompt_tokens", "max_tokens", "status", "completion_tokens", "cached_tokens")
+               "prompt_tokens", "max_tokens", "status", "completion_tokens", "cached_tokens", "error", "finished_at")
 
 
 def _row(batch_id: str, r: ValidRequest) -> tuple:
     done = r.prompt_ids is not None
     return (batch_id, r.line, r.custom_id, r.model, orjson.dumps(r.params()).decode(), r.offset, r.length,
             pack_ids(r.prompt_ids) if done else None, token_count(r.prompt_ids) if done else None, r.max_tokens,
-            "pending" if done else "queued", 0, 0)
+            "pending" if done else "queued", 0, 0, None, None)
+
+
+def _failed_row(batch_id: str, e: LineError) -> tuple:
+    """A request that failed validation on its own: final at once, its error written as the error line's
+    `response` (scheduler/lifecycle.py)."""
+    err = orjson.dumps({"code": e.code, "message": e.message, "param": e.param}).decode()
+    return (batch_id, e.line, e.custom_id, (e.model or "")[:256], "{}", None, None, None, None, None, "failed", 0, 0,
+            err, time.time())
 
 
 class Progress:
@@ -261,11 +276,7 @@ def _tokenize_rows(rows, endpoint: str, file_id: str, store: FileStore,
             bodies = [read_body(_read(f, r.input_offset, r.input_length)) for r in rows]
     except FileNotFoundError:
         return [], fail("file_not_found", "The input file was deleted before this request was read.")
-    try:
-        all_ids = tokenize(endpoint, bodies, info)
-    except Exception:   # a tokenizer failure must not stall the scheduler: find the culprits, fail only them
-        log.exception("tokenizing %d request(s) failed; retrying them one by one", len(rows))
-        all_ids = [_tokenize_one(endpoint, body, info) for body in bodies]
+    all_ids = tokenize_each(endpoint, bodies, info)    # a tokenizer failure fails only its culprits
     ready, failed = [], []
     for r, body, ids in zip(rows, bodies, all_ids):
         if isinstance(ids, Exception):
@@ -276,13 +287,6 @@ def _tokenize_rows(rows, endpoint: str, file_id: str, store: FileStore,
         else:
             ready.append({"rid": r.id, "ids": pack_ids(ids), "n": token_count(ids), "mt": v.max_tokens})
     return ready, failed
-
-
-def _tokenize_one(endpoint: str, body: dict, info: ModelInfo) -> list[int] | Exception:
-    try:
-        return tokenize(endpoint, [body], info)[0]
-    except Exception as e:
-        return e
 
 
 def _read(f, offset: int, length: int) -> bytes:

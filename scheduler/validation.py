@@ -26,14 +26,25 @@ from core.bodies import PROMPT_KEYS, check_sampling, tokenize
 from core.fields import SPECIAL_MARGIN, BodyError, ModelInfo, check_int, check_messages, utf8_len
 
 MAX_ERRORS = 100
+MAX_TOKEN_ID = 2**31      # token ids are stored as int32; no vocabulary comes near
 
 
 @dataclass
 class LineError:
+    """A line that cannot run. With a `custom_id` it is the request's own failure (its parameters, its
+    prompt's length, its model): that request's error-file line, while the rest of the batch runs. Without
+    one it is the file's (not JSON, a missing or wrong custom_id, method or url, a duplicate id, a second
+    model, the size limits): the batch fails validation, as OpenAI fails a malformed file."""
     line: int
     code: str
     message: str
     param: str | None = None
+    custom_id: str | None = None
+    model: str | None = None
+
+    @property
+    def fails_file(self) -> bool:
+        return self.custom_id is None
 
     def as_dict(self) -> dict:
         return {"code": self.code, "message": self.message, "param": self.param, "line": self.line}
@@ -73,8 +84,17 @@ def _slow_loads(raw: bytes) -> Any:
     return obj
 
 
-def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelInfo],
-                seen: set[str], batch_model: list[str], skeletons: dict[tuple, int]) -> ValidRequest:
+@dataclass
+class _Envelope:
+    """A line whose format passed: what the file-level checks leave for the request-level ones."""
+    custom_id: str
+    body: dict
+    model: str
+
+
+def _check_envelope(raw: bytes, endpoint: str, models: dict[str, ModelInfo], seen: set[str],
+                    batch_model: list[str]) -> _Envelope:
+    """The checks whose failure fails the whole file (OpenAI's own file validation)."""
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -98,20 +118,28 @@ def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelI
         raise BodyError("invalid_method", f"'method' must be 'POST', got {obj['method']!r}.", "method")
     if obj["url"] != endpoint:
         raise BodyError("mismatched_endpoint", f"'url' {obj['url']!r} does not match the batch endpoint '{endpoint}'.",
-                   "url")
+                        "url")
     body = obj["body"]
     if not isinstance(body, dict):
         raise BodyError("invalid_value", "'body' must be a JSON object.", "body")
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BodyError("missing_required_parameter", "Missing required parameter: 'body.model'.", "body.model")
+    if model in models:
+        if batch_model and model != batch_model[0]:
+            raise BodyError("mismatched_model", f"Every line must use the same model: '{batch_model[0]}' on an "
+                            f"earlier line, '{model}' here.", "body.model")
+        batch_model[:1] = [model]
+    return _Envelope(cid, body, model)
+
+
+def _check_request(env: _Envelope, lineno: int, endpoint: str, models: dict[str, ModelInfo],
+                   skeletons: dict[tuple, int]) -> ValidRequest:
+    """The checks whose failure is the request's own: its error-file line, the rest of the batch runs."""
+    cid, body, model = env.custom_id, env.body, env.model
     if model not in models:
         raise BodyError("model_not_found", f"The model '{model}' is not served here; served: {sorted(models)}.",
-                   "body.model")
-    if batch_model and model != batch_model[0]:
-        raise BodyError("mismatched_model", f"Every line must use the same model: '{batch_model[0]}' on an earlier "
-                   f"line, '{model}' here.", "body.model")
-    batch_model[:1] = [model]
+                        "body.model")
     info = models[model]
     if endpoint == embeddings.ENDPOINT:
         return _embeddings_line(body, lineno, cid, model, info)
@@ -145,8 +173,8 @@ def _check_line(raw: bytes, lineno: int, endpoint: str, models: dict[str, ModelI
     mt = 16 if mt is None else mt            # the completions endpoint's documented default
     if isinstance(prompt, str) and prompt:
         return ValidRequest(lineno, cid, body, model, mt, bound=utf8_len(prompt) + SPECIAL_MARGIN)
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0
-                                                   for t in prompt):
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool)
+                                                   and 0 <= t < MAX_TOKEN_ID for t in prompt):
         return ValidRequest(lineno, cid, body, model, mt, prompt_ids=list(prompt))
     raise BodyError("invalid_value",
                     "'prompt' must be a non-empty string or an array of token ids (one prompt per line).", "prompt")
@@ -161,24 +189,39 @@ def _embeddings_line(body: dict, lineno: int, cid: str, model: str, info: ModelI
     return ValidRequest(lineno, cid, body, model, 0, bound=embeddings.bound(inputs))
 
 
+def tokenize_each(endpoint: str, bodies: list[dict], info: ModelInfo) -> list[list[int] | Exception]:
+    """`tokenize` in one call, or, where it raises, one body at a time: the exception stands for the
+    bodies that raised, so one prompt a tokenizer or template refuses fails only its own request."""
+    try:
+        return tokenize(endpoint, bodies, info)
+    except Exception:
+        out: list[list[int] | Exception] = []
+        for body in bodies:
+            try:
+                out.append(tokenize(endpoint, [body], info)[0])
+            except Exception as e:
+                out.append(e)
+        return out
+
+
 def read_body(line: bytes) -> dict:
     """The body of a line that passed validation, read back from the input file."""
     try:
         return orjson.loads(line)["body"]
     except orjson.JSONDecodeError:
-        return json.loads(line)["body"]         # a number orjson refuses, as in _check_line
+        return json.loads(line)["body"]         # a number orjson refuses, as in _check_envelope
 
 
 def context_error(r: ValidRequest, info: ModelInfo) -> LineError | None:
     """Fill in a missing max_tokens from the exact prompt length, or say why the request cannot fit."""
     if info.task == "embed":        # each input must fit on its own; nothing is generated
         err = embeddings.context_error(r.prompt_ids, info)
-        return LineError(r.line, err.code, err.message, err.param) if err else None
+        return LineError(r.line, err.code, err.message, err.param, r.custom_id, r.model) if err else None
     n = len(r.prompt_ids)
     if n + (r.max_tokens or 1) > info.context_length:
         return LineError(r.line, "context_length_exceeded",
                          f"The prompt ({n} tokens) plus max_tokens ({r.max_tokens}) exceeds the model's context "
-                         f"length of {info.context_length} tokens.", "body")
+                         f"length of {info.context_length} tokens.", "body", r.custom_id, r.model)
     if r.max_tokens is None:
         r.max_tokens = info.context_length - n
     return None
@@ -187,6 +230,8 @@ def context_error(r: ValidRequest, info: ModelInfo) -> LineError | None:
 def validate(lines: Iterable[bytes], endpoint: str, models: dict[str, ModelInfo], max_lines: int,
              group: int = 64) -> Iterator[ValidRequest | LineError]:
     """Yield each line's ValidRequest or LineError; valid lines come in line order.
+
+    A LineError with a custom_id is the request's own (see LineError); the others fail the file.
 
     Blank lines are skipped. A ValidRequest has its prompt_ids when they were
     given as ids or when its bound did not fit the context (then they were
@@ -201,12 +246,17 @@ def validate(lines: Iterable[bytes], endpoint: str, models: dict[str, ModelInfo]
     def flush() -> Iterator[ValidRequest | LineError]:
         todo = [r for r in pending if r.prompt_ids is None
                 and r.bound + (r.max_tokens or 1) > models[r.model].context_length]
+        failed: dict[int, LineError] = {}
         if todo:
             info = models[todo[0].model]
-            for r, ids in zip(todo, tokenize(endpoint, [r.body for r in todo], info)):
-                r.prompt_ids = ids
+            for r, ids in zip(todo, tokenize_each(endpoint, [r.body for r in todo], info)):
+                if isinstance(ids, Exception):
+                    failed[r.line] = LineError(r.line, "tokenization_failed",
+                                               f"The prompt could not be tokenized: {ids}", None, r.custom_id, r.model)
+                else:
+                    r.prompt_ids = ids
         for r in pending:
-            err = context_error(r, models[r.model]) if r.prompt_ids is not None else None
+            err = failed.get(r.line) or (context_error(r, models[r.model]) if r.prompt_ids is not None else None)
             yield err or r
         pending.clear()
 
@@ -220,11 +270,16 @@ def validate(lines: Iterable[bytes], endpoint: str, models: dict[str, ModelInfo]
             yield LineError(lineno, "too_many_requests", f"The file has more than {max_lines} requests.")
             break
         try:
-            r = _check_line(raw, lineno, endpoint, models, seen, batch_model, skeletons)
+            env = _check_envelope(raw, endpoint, models, seen, batch_model)
+        except BodyError as e:
+            yield LineError(lineno, e.code, e.message, e.param)
+            continue
+        try:
+            r = _check_request(env, lineno, endpoint, models, skeletons)
             r.offset, r.length = offset, len(raw)      # JSON parsers ignore the trailing newline
             pending.append(r)
         except BodyError as e:
-            yield LineError(lineno, e.code, e.message, e.param)
+            yield LineError(lineno, e.code, e.message, e.param, env.custom_id, env.model)
         if len(pending) >= group:
             yield from flush()
     yield from flush()

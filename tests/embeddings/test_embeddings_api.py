@@ -114,13 +114,16 @@ def test_batch_of_embeddings(embed_deployment, reference, minilm) -> None:
     assert rounds and all(int(p) > 0 and d == "0" for p, d in rounds), rounds
 
 
-def test_bad_lines_fail_validation(embed_deployment) -> None:
+def test_bad_lines_fail_alone(embed_deployment) -> None:
     c = embed_deployment.client()
     rows = [{"custom_id": "ok", "method": "POST", "url": "/v1/embeddings", "body": {"model": MINILM, "input": "x"}},
             {"custom_id": "bad", "method": "POST", "url": "/v1/embeddings",
              "body": {"model": MINILM, "input": "x", "dimensions": 64}}]
     b = run_batch(c, rows, endpoint="/v1/embeddings")
-    assert b.status == "failed" and b.errors.data[0].line == 2 and b.errors.data[0].param == "dimensions"
+    [err] = read_lines(c, b.error_file_id)
+    assert b.status == "completed" and b.request_counts.completed == 1
+    assert err["custom_id"] == "bad" and err["response"]["body"]["error"]["param"] == "dimensions"
     rows = [{"custom_id": "chat", "method": "POST", "url": "/v1/embeddings", "body": {"model": TINY, "input": "x"}}]
     b = run_batch(c, rows, endpoint="/v1/embeddings")
-    assert b.status == "failed" and "not an embedding model" in b.errors.data[0].message
+    [err] = read_lines(c, b.error_file_id)
+    assert b.status == "completed" and "not an embedding model" in err["response"]["body"]["error"]["message"]

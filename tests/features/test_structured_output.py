@@ -127,10 +127,12 @@ def test_a_schema_outside_the_subset_fails_its_line_naming_the_keyword(served) -
     rows[2]["body"]["response_format"] = fmt("loose", {"type": "object", "properties": {"a": {"type": "null"}},
                                                       "required": ["a"]})
     b = run_batch(c, rows)
-    assert b.status == "failed"
-    errs = [(e.line, e.code) for e in b.errors.data]
-    assert errs == [(2, "invalid_value"), (3, "invalid_value")]
-    assert "'not'" in b.errors.data[0].message and "additionalProperties" in b.errors.data[1].message
+    assert b.status == "completed" and (b.request_counts.completed, b.request_counts.failed) == (1, 2)
+    errs = {e["custom_id"]: e["response"]["body"]["error"] for e in read_lines(c, b.error_file_id)}
+    assert {k: e["code"] for k, e in errs.items()} == {rows[1]["custom_id"]: "invalid_value",
+                                                      rows[2]["custom_id"]: "invalid_value"}
+    assert "'not'" in errs[rows[1]["custom_id"]]["message"]
+    assert "additionalProperties" in errs[rows[2]["custom_id"]]["message"]
 
 
 class Verdict(BaseModel):

@@ -119,7 +119,8 @@ def test_batch_of_responses(client) -> None:
     assert Response.model_validate(out["r0"]["body"]).output_text == plain.output_text
     bad = [{**rows[0], "body": {**rows[0]["body"], "store": True}}]
     b = run_batch(client, bad, endpoint="/v1/responses")
-    assert b.status == "failed" and b.errors.data[0].param == "store"
+    [err] = read_lines(client, b.error_file_id)
+    assert b.status == "completed" and err["response"]["body"]["error"]["param"] == "store"
 
 
 def test_text_format_json_schema_interactively_and_in_a_batch(client) -> None:
