@@ -260,6 +260,10 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
     if argv[:1] == ["simulate"]:
         return cmd_simulate(argv[1:])
+    if argv[:1] == ["doctor"]:
+        from blendserve.doctor import main as doctor
+
+        return doctor(argv[1:])
     if argv[:1] == ["estimate"]:
         from blendserve.estimate import main as estimate
 
@@ -278,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The roles' flags (simulate, estimate and the client commands parse their own)."""
+    """The roles' flags (simulate, estimate, doctor and the client commands parse their own)."""
     parser = argparse.ArgumentParser(prog="blendserve", description=__doc__.split("\n")[0])
     parser.add_argument("--log-level", default="INFO")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -307,6 +311,8 @@ def parser() -> argparse.ArgumentParser:
     for name, helptext in (("submit", "upload a JSONL file and create a batch (--wait: progress, then download)"),
                            ("status", "show one batch, or the most recent ones"),
                            ("cancel", "cancel a batch"),
-                           ("estimate", "run time, tokens/s and GPU-hours of a batch file, before it runs")):
+                           ("estimate", "run time, tokens/s and GPU-hours of a batch file, before it runs"),
+                           ("doctor", "check what an engine's first run needs (Python, driver, nvcc, model, "
+                                      "database, server), with the fix for each failure")):
         sub.add_parser(name, help=f"{helptext}; see `blendserve {name} --help`")
     return parser
