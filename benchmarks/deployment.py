@@ -18,7 +18,7 @@ from pathlib import Path
 import openai
 
 ROLES = ("api", "scheduler", "worker")
-READY = {"api": "Uvicorn running", "scheduler": "scheduler running", "worker": "blendserve.worker INFO worker worker_"}
+READY = {"api": "api listening on", "scheduler": "(planner=", "worker": "blendserve.worker INFO worker worker_"}
 
 
 PG_ADMIN = os.environ.get("BLENDSERVE_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -86,11 +86,20 @@ class Deployment:
             for name in list(waiting):
                 if self.procs[name].poll() is not None:
                     raise RuntimeError(f"{name} exited with {self.procs[name].returncode}:\n{self.log(name)}")
-                if READY[self.roles[name]] in self.log(name, tail=None)[self.offsets[name]:]:
+                if READY[self.roles[name]] in self.log(name, tail=None)[self.offsets[name]:] and \
+                        (self.roles[name] != "api" or self.accepts()):
                     waiting.discard(name)
             time.sleep(0.1)
         if waiting:
             raise TimeoutError(f"{sorted(waiting)} did not come up:\n" + "\n".join(self.log(n) for n in waiting))
+
+    def accepts(self) -> bool:
+        """The API's port takes connections (the api role says it listens just before it binds)."""
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         p = self.procs.pop(name)
@@ -124,7 +133,7 @@ class Deployment:
             if self.procs[name].poll() is not None:
                 raise RuntimeError(f"{name} exited with {self.procs[name].returncode}:\n{self.log(name)}")
             text = self.log(name, tail=None)[self.offsets[name]:]
-            if all(READY[role] in text for role in ROLES):
+            if all(READY[role] in text for role in ROLES) and self.accepts():
                 return
             time.sleep(0.1)
         raise TimeoutError(f"{name} did not come up:\n{self.log(name)}")

@@ -105,7 +105,8 @@ def test_a_bad_request_fails_alone(deployment):
 def test_many_bad_requests_in_a_long_file(make_deployment):
     """10,000 lines with 50 bad requests spread through them: every good line runs, each bad one is its own
     error line, each custom_id once."""
-    c = make_deployment(BLENDSERVE_MAX_REQUESTS_PER_FILE="20000", BLENDSERVE_MAX_FILE_BYTES=str(10**8)).start_all().client()
+    d = make_deployment(BLENDSERVE_MAX_REQUESTS_PER_FILE="20000", BLENDSERVE_MAX_FILE_BYTES=str(10**8))
+    c = d.start_all().client()
     n, bad_every = 10_000, 200
     rows = chat_lines(n, TINY, max_tokens=1)
     kinds = [{"max_tokens": 10_000_000}, {"temperature": -1}, {"model": "nope"},

@@ -200,7 +200,7 @@ def test_hostile_input_and_other_tenants_ids(api):
     # No key, right or wrong, in any line the API logged while all of this ran.
     time.sleep(0.5)
     log = api.log("api", tail=None)
-    assert "Uvicorn running" in log and "GET /v1/files" in log        # the access log was on
+    assert "api listening on" in log and "GET /v1/files" in log       # the access log was on
     assert "/dashboard?key=***" in log
     for k in (*KEYS.values(), *(w for w in WRONG if len(w) > 8)):
         assert k not in log, f"a key is in the API's log: {k[:6]}..."
