@@ -12,7 +12,8 @@ that ignores a keyword would produce outputs the caller's validator rejects.
 
 `response_format` json_schema and json_object, a named tool_choice and
 tool_choice "required" all reduce to one `Constraint`: the schema (canonical
-JSON text, so equal schemas share one compiled grammar) and whether strict
+JSON text, so equal schemas share one compiled grammar, with each object's
+properties in the schema's order, the order outputs follow) and whether strict
 rules apply. The Responses API's `text.format` reuses `check_schema` and
 `schema_constraint`.
 """
@@ -53,8 +54,27 @@ class ToolCall:
     name: str | None
 
 
+# Keywords whose value is data, written out as given (an object in `const` is output with its own key order).
+_DATA = {"enum", "const", "default", "examples"}
+
+
 def canonical(schema: Any) -> str:
-    return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The schema as compact JSON text with its keywords sorted, so schemas that differ only in the order of
+    their keywords share one compiled grammar, and each `properties` map kept in the schema's own order:
+    that is the order the output's keys are generated in, as OpenAI's structured outputs do (a schema that
+    puts `reasoning` before `answer` gets its reasoning generated first)."""
+    return json.dumps(_ordered(schema), separators=(",", ":"), ensure_ascii=False)
+
+
+def _ordered(s: Any, names: bool = False) -> Any:
+    """`s` with every schema's keywords sorted; `names`: s maps property names to schemas, kept in order."""
+    if isinstance(s, list):
+        return [_ordered(x) for x in s]
+    if not isinstance(s, dict):
+        return s
+    if names:
+        return {k: _ordered(v) for k, v in s.items()}
+    return {k: s[k] if k in _DATA else _ordered(s[k], names=k == "properties") for k in sorted(s)}
 
 
 def check_schema(schema: Any, strict: bool, param: str) -> None:

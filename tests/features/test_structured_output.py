@@ -57,6 +57,38 @@ def test_strict_rules_and_canonical_form() -> None:
     assert schema_constraint({"type": "text"}, "rf") is None
 
 
+# Keys in reverse alphabetical order: an output that sorted them would show it.
+ORDERED = {"type": "object", "additionalProperties": False, "required": ["zeta", "mid", "alpha"],
+           "properties": {"zeta": {"type": "integer"}, "mid": {"enum": ["x", "y"]},
+                          "alpha": {"type": "object", "additionalProperties": False, "required": ["b", "a"],
+                                    "properties": {"b": {"type": "boolean"}, "a": {"type": "boolean"}}}}}
+
+
+def test_canonical_form_keeps_property_order() -> None:
+    text = schema_constraint(fmt("o", ORDERED), "rf").schema
+    assert list(json.loads(text)["properties"]) == ["zeta", "mid", "alpha"]
+    assert list(json.loads(text)["properties"]["alpha"]["properties"]) == ["b", "a"]
+    other = schema_constraint(fmt("o", {**ORDERED, "properties": dict(reversed(ORDERED["properties"].items()))}), "rf")
+    assert other.schema != text                    # another property order is another grammar
+
+
+def test_outputs_keep_the_schemas_key_order(served) -> None:
+    """Every finished output, in a batch and interactively, writes its keys in the schema's order."""
+    c = served.client()
+    rows = chat_lines(8, TINY, max_tokens=60, prefix="fill in: ")
+    for i, row in enumerate(rows):
+        row["body"].update(temperature=1.0, seed=i, response_format=fmt("ordered", ORDERED))
+    b = run_batch(c, rows)
+    outs = [x["response"]["body"]["choices"][0] for x in read_lines(c, b.output_file_id)]
+    outs.append(c.chat.completions.create(model=TINY, messages=[{"role": "user", "content": "fill in"}],
+                                          max_tokens=60, response_format=fmt("ordered", ORDERED)
+                                          ).choices[0].model_dump())
+    finished = [json.loads(o["message"]["content"]) for o in outs if o["finish_reason"] == "stop"]
+    assert len(finished) >= 5, outs
+    for doc in finished:
+        assert list(doc) == ["zeta", "mid", "alpha"] and list(doc["alpha"]) == ["b", "a"], doc
+
+
 def test_grammars_compile_once_per_schema(tiny_engine) -> None:
     from worker.engines.cpu.grammar import Grammars
 
