@@ -3,11 +3,34 @@
 Kept apart from the route and the template so the figures can be tested
 without a browser, and so the page stays a plain server-rendered view.
 
+A running batch is in one of four phases, said as such rather than drawn as
+an empty bar: "planning" (some of its requests are not planned yet),
+"waiting for a worker" (all planned, none handed to an engine yet: work ahead
+of it runs), "warming up" (its requests run, none finished: an engine decodes
+its sequences together, so the first ones finish after about a max_tokens'
+worth of steps), then "running", with progress, from its first finished
+request. Results are counted as they are written (worker/writes.py, within
+LINGER_S of finishing), and the page refreshes its tables every second, so
+the first result shows within about a second and a half.
+
+Tokens/s of a batch: its finished requests' tokens over the time since its
+first request reached an engine (Batch.first_run_at), not since it turned
+in_progress: planning and the wait for a worker are not its speed.
+
 ETA of a running batch: from its observed rate (requests finished since its
 first request reached an engine) once MIN_OBSERVED of it has finished; before
 that, from the latest planning round of its model (scheduler/rounds.py: the
 policy's estimate of the round's work, which holds the batch's unfinished
 requests, so it is when the batch ends at the latest if the estimate holds).
+A round that planned fewer requests than the batch has left (a window of a
+larger backlog, or the last few lines of an intake) estimated a fragment: its
+estimate is scaled by the batch's unfinished requests over the round's, so
+the ETA is the batch's and not that fragment's.
+
+Workers: heartbeats come every lease/3 seconds. A worker whose last heartbeat
+is older than two of them is marked stale (its figures are that old; it may
+have stopped), and one older than the lease is left out: its chunks are
+already free for another worker to claim.
 
 The plan against what ran: per time bin, the share of prefill among the
 tokens the plan in effect expected to compute (prefill = prompt tokens not
@@ -31,6 +54,9 @@ RECENT_BATCHES = 50
 BINS = 30                      # points of the throughput plot
 RECENT_ROUNDS = 10
 MIN_OBSERVED = (3, 0.05)       # results (at least 3, and 5% of the batch) before the observed rate gives the ETA
+STALE_BEATS = 2                # heartbeats missed before a worker is marked stale
+DRAWN = {"completed": "done", "cancelling": "cancelled", "cancelled": "cancelled", "expired": "expired",
+         "failed": "failed"}
 
 
 @dataclass
@@ -44,10 +70,20 @@ class BatchView:
     cached_share: float
     eta_s: float | None        # None: not running, or neither enough results nor an estimate yet
     eta_source: str | None = None   # "observed" | "estimate"
+    phase: str | None = None   # in_progress only: "planning" | "waiting for a worker" | "warming up" | "running"
+    reason: str | None = None  # failed, expired or cancelled: why, in words
+    completed: int = 0
+    failed: int = 0
 
     @property
     def percent(self) -> float:
         return 100.0 * self.done / self.total if self.total else 0.0
+
+    @property
+    def drawn(self) -> str:
+        """How its bar is drawn: "done" (green) only for a completed batch; a cancelled, expired or failed one
+        shows how far it got in its own colour; a running one before its first result has no bar."""
+        return DRAWN.get(self.status, "running")
 
 
 @dataclass
@@ -60,6 +96,7 @@ class WorkerView:
     chunks: list[int]
     running_sequences: int | None = None    # None: the engine cannot say
     kv_used_tokens: int | None = None
+    stale: bool = False        # no heartbeat for STALE_BEATS beats: its figures are old, it may have stopped
 
     @property
     def kv_percent(self) -> float | None:
@@ -90,26 +127,71 @@ class Bin:
 def batches(s: Session, owner: str | None, now: float) -> list[BatchView]:
     q = select(Batch).order_by(Batch.created_at.desc(), Batch.id.desc()).limit(RECENT_BATCHES)
     rows = s.scalars(q if owner is None else q.where(Batch.owner == owner)).all()
-    stats = batch_stats(s, [b.id for b in rows])
-    rounds = latest_rounds(s, {b.model for b in rows if b.status == "in_progress" and b.model})
-    return [_view(b, stats[b.id], rounds.get(b.model), now) for b in rows]
+    return _views(s, rows, now)
 
 
 def batch_view(s: Session, b: Batch, now: float) -> BatchView:
     """One batch's progress (the JSON progress route)."""
-    last = latest_rounds(s, {b.model} if b.status == "in_progress" and b.model else set()).get(b.model)
-    return _view(b, batch_stats(s, [b.id])[b.id], last, now)
+    return _views(s, [b], now)[0]
 
 
-def _view(b: Batch, st: BatchStats, last_round: PlanningRound | None, now: float) -> BatchView:
+def _views(s: Session, rows: list[Batch], now: float) -> list[BatchView]:
+    stats = batch_stats(s, [b.id for b in rows])
+    running = [b for b in rows if b.status == "in_progress"]
+    rounds = latest_rounds(s, {b.model for b in running if b.model})
+    unplanned = _unplanned(s, [b.id for b in running if b.first_run_at is None])
+    return [_view(b, stats[b.id], rounds.get(b.model), unplanned.get(b.id, 0), now) for b in rows]
+
+
+def _unplanned(s: Session, batch_ids: list[str]) -> dict[str, int]:
+    """Requests not planned yet (queued or pending), per batch; only asked of batches none of whose requests
+    ran yet (one indexed count each: requests by batch and status)."""
+    if not batch_ids:
+        return {}
+    q = (select(Request.batch_id, func.count()).where(Request.batch_id.in_(batch_ids),
+                                                      Request.status.in_(("queued", "pending")))
+         .group_by(Request.batch_id))
+    return dict(s.execute(q).all())
+
+
+def phase_of(b: Batch, done: int, unplanned: int) -> str | None:
+    """What a running batch is doing, in words (see the module docstring); None when it is not running."""
+    if b.status != "in_progress":
+        return None
+    if done:
+        return "running"
+    if b.first_run_at is not None:
+        return "warming up"
+    return "planning" if unplanned else "waiting for a worker"
+
+
+def reason_of(b: Batch) -> str | None:
+    """Why a batch ended without completing: its errors (as the Batch API lists them), or its status's cause."""
+    if b.status == "failed":
+        errs = [e for e in (b.errors or []) if isinstance(e, dict)]
+        if not errs:
+            return "failed (no error recorded)"
+        first = errs[0]
+        where = f" (line {first['line']})" if first.get("line") is not None else ""
+        more = f"; and {len(errs) - 1} more" if len(errs) > 1 else ""
+        return f"{first.get('code') or 'error'}{where}: {first.get('message') or ''}{more}"
+    if b.status in ("cancelling", "cancelled"):
+        return "cancelled by its owner; finished requests are in its output file"
+    if b.status == "expired":
+        return "its completion window ended; finished requests are in its output file"
+    return None
+
+
+def _view(b: Batch, st: BatchStats, last_round: PlanningRound | None, unplanned: int, now: float) -> BatchView:
     total, done = st.total or b.total, st.completed + st.failed
-    started = b.in_progress_at
+    started = b.first_run_at or b.in_progress_at
     ended = b.completed_at or b.cancelled_at or b.expired_at or b.failed_at or b.finalizing_at
     elapsed = ((ended or now) - started) if started else 0.0
     rate = (st.input_tokens + st.output_tokens) / elapsed if elapsed > 0 else 0.0
     eta, source = eta_of(b, done, total, last_round, now) if b.status == "in_progress" else (None, None)
     return BatchView(b.id, b.status, b.model, done, total, rate,
-                     st.cached_tokens / st.input_tokens if st.input_tokens else 0.0, eta, source)
+                     st.cached_tokens / st.input_tokens if st.input_tokens else 0.0, eta, source,
+                     phase_of(b, done, unplanned), reason_of(b), st.completed, st.failed)
 
 
 def latest_rounds(s: Session, models: set[str]) -> dict[str, PlanningRound]:
@@ -131,7 +213,9 @@ def eta_of(b: Batch, done: int, total: int, last_round: PlanningRound | None,
     if done >= max(MIN_OBSERVED[0], MIN_OBSERVED[1] * total) and since and now > since:
         return (now - since) * remaining / done, "observed"
     if last_round is not None and last_round.est_seconds is not None:
-        left = last_round.started_at + last_round.duration_s + last_round.est_seconds - now
+        whole = last_round.est_seconds * max(1.0, remaining / last_round.requests) if last_round.requests \
+            else last_round.est_seconds         # a fragment's estimate, scaled to the batch (module docstring)
+        left = last_round.started_at + last_round.duration_s + whole - now
         if left > 0:
             return left, "estimate"
     return None, None
@@ -141,9 +225,10 @@ def workers(s: Session, lease_s: float, now: float) -> list[WorkerView]:
     held: dict[str, list[int]] = {}
     for wid, cid in s.execute(select(Chunk.worker_id, Chunk.id).where(Chunk.status == "claimed")):
         held.setdefault(wid, []).append(cid)
-    live = s.scalars(select(Worker).where(Worker.heartbeat_at > now - 10 * lease_s).order_by(Worker.started_at))
+    live = s.scalars(select(Worker).where(Worker.heartbeat_at > now - lease_s).order_by(Worker.started_at))
+    beat = lease_s / 3                  # the worker's heartbeat interval (worker/service.py)
     return [WorkerView(w.id, w.model, w.engine, w.kv_capacity_tokens, now - w.heartbeat_at, held.get(w.id, []),
-                       w.running_sequences, w.kv_used_tokens)
+                       w.running_sequences, w.kv_used_tokens, now - w.heartbeat_at > STALE_BEATS * beat)
             for w in live]
 
 
@@ -203,6 +288,12 @@ def polyline(values: list[float | None], width: int, height: int, top: float | N
     return " ".join(f"{i * step:.1f},{height - v / top * height:.1f}" for i, v in enumerate(values) if v is not None)
 
 
+def time_ticks(start: float, end: float, width: int, n: int = 5) -> list[tuple[float, str]]:
+    """(x, HH:MM:SS) labels of the chart's time axis: n evenly spaced from start to end, in local time."""
+    return [(i * width / (n - 1), time.strftime("%H:%M:%S", time.localtime(start + i * (end - start) / (n - 1))))
+            for i in range(n)]
+
+
 def snapshot(s: Session, owner: str | None, lease_s: float) -> dict:
     now = time.time()
     bins = timeline(s, owner, now)
@@ -214,4 +305,5 @@ def snapshot(s: Session, owner: str | None, lease_s: float) -> dict:
             "bins": bins, "peak_tokens_per_s": max(b.tokens_per_s for b in bins),
             "throughput_points": polyline([b.tokens_per_s for b in bins], 600, 120),
             "mix_points": polyline(mix, 600, 120, top=1.0),
-            "planned_points": polyline([b.planned_prefill_share for b in bins], 600, 120, top=1.0)}
+            "planned_points": polyline([b.planned_prefill_share for b in bins], 600, 120, top=1.0),
+            "x_ticks": time_ticks(bins[0].start, bins[-1].start, 600), "bin_s": bins[1].start - bins[0].start}

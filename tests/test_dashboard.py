@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import shutil
+import time
 
 import httpx
 import pytest
 from playwright.sync_api import sync_playwright
+from sqlalchemy import delete, func, select
 
-from core.models import Batch, PlanningRound
+from core.db import make_engine, make_sessionmaker
+from core.models import Batch, PlanningRound, Request, Worker
 from server.dashboard import eta_of
 from tests.conftest import TINY
 from tests.live import chat_lines, jsonl, wait_batch
@@ -77,6 +80,93 @@ def test_dashboard_shows_a_running_batch(make_deployment, browser, tmp_path):
     assert httpx.get(f"{root}/dashboard/batches/{b.id}").status_code == 401
 
 
+# What the page shows of a batch, read in one call: (status, drawn, phase text, "done/total", reason).
+_ROW = """id => { const r = document.querySelector(`tr[data-batch='${id}']`); if (!r) return null;
+  const q = s => r.querySelector(s); const t = s => q(s) ? q(s).textContent.trim() : null;
+  return [t("td.status"), r.dataset.drawn, t(".phase"), r.querySelectorAll("td.num")[0].textContent.trim(),
+          t(".reason")]; }"""
+
+
+def _until(page, batch_id: str, ok, timeout: float = 60.0, seen: list | None = None):
+    """Poll the page (which refreshes itself) until ok(row); every reading is appended to `seen`."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        row = page.evaluate(_ROW, batch_id)
+        if seen is not None:
+            seen.append((time.time(), row))
+        if row is not None and ok(row):
+            return row
+        time.sleep(0.05)
+    raise TimeoutError(f"{batch_id}: {page.evaluate(_ROW, batch_id)}")
+
+
+def test_the_page_tells_the_truth_while_a_batch_runs(make_deployment, browser):
+    """Phases before the first result, progress within 2 s of it, a failed batch's reason, a cancelled batch
+    drawn apart from a completed one, and a stale worker marked, all read from the page as it refreshes."""
+    d = make_deployment(BLENDSERVE_LEASE_SECONDS="30")
+    d.start("api")
+    d.start("scheduler")
+    d.wait_ready()                                  # no worker yet: nothing can run
+    c = d.client()
+    bad = c.files.create(file=("bad.jsonl", jsonl(chat_lines(2, TINY)) + b"not json\n"), purpose="batch")
+    failed = c.batches.create(input_file_id=bad.id, endpoint="/v1/chat/completions", completion_window="24h")
+    f = c.files.create(file=("in.jsonl", jsonl(chat_lines(40, TINY, max_tokens=32))), purpose="batch")
+    gone = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    wait_batch(c, gone.id, until=("in_progress",))
+    c.batches.cancel(gone.id)
+    b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    root = d.base_url.removesuffix("/v1")
+    page = browser.new_page()
+    page.goto(f"{root}/dashboard")
+
+    row = _until(page, failed.id, lambda r: r[0] == "failed")
+    assert row[1] == "failed" and "line 3" in row[4] and row[3] == "\u2013", row   # why, where; no 0/0
+    assert _until(page, gone.id, lambda r: r[0] == "cancelled")[1] == "cancelled"
+    row = _until(page, b.id, lambda r: r[0] == "in_progress")
+    assert row[2] in ("planning", "waiting for a worker"), row      # said as such, not an empty bar at 0/40
+
+    d.start("worker")
+    t_worker = time.time()
+    seen: list = []
+    row = _until(page, b.id, lambda r: r[2] is None and int(r[3].split("/")[0]) > 0, seen=seen)
+    shown_at = seen[-1][0]
+    url = d.env["BLENDSERVE_DATABASE_URL"] or f"sqlite:///{d.data_dir / 'blendserve.db'}"
+    sessions = make_sessionmaker(make_engine(url))
+    with sessions() as s:
+        first = s.scalar(select(func.min(Request.finished_at)).where(Request.batch_id == b.id))
+    assert first is not None and shown_at - first <= 2.0, (shown_at - first, row)
+    print(f"first result written {first - t_worker:.2f} s after the worker started, shown {shown_at - first:.2f} s "
+          f"after it was written; phases before it: {sorted({r[2] for _, r in seen[:-1] if r})}")
+    before = {r[2] for _, r in seen[:-1] if r is not None}
+    assert before <= {"planning", "waiting for a worker", "warming up"}, before   # never "0/40" before it
+
+    wait_batch(c, b.id)
+    done = _until(page, b.id, lambda r: r[0] == "completed")
+    assert done[1] == "done" and done[3] == "40/40"
+    colour = "id => getComputedStyle(document.querySelector(`tr[data-batch='${id}'] .bar > span`)).backgroundColor"
+    assert page.evaluate(colour, b.id) != page.evaluate(colour, gone.id)    # cancelled: not the completed green
+
+    now, lease = time.time(), 30.0
+    with sessions.begin() as s:                     # two workers that stopped beating: one stale, one past its lease
+        for wid, age in (("worker_stale_dash", 0.8 * lease), ("worker_gone_dash", 1.5 * lease)):
+            s.add(Worker(id=wid, model="stopped-model", engine="cpu", kv_capacity_tokens=1024, host="h", pid=1,
+                         started_at=now - 100, heartbeat_at=now - age, running_sequences=137))
+    try:
+        page.reload()
+        stale = page.locator("tr[data-worker='worker_stale_dash']")
+        assert stale.get_attribute("data-stale") == "1" and "(stale)" in stale.inner_text()
+        assert stale.locator("td.running").inner_text() != "137"            # an old figure is not shown as now
+        assert page.locator("tr[data-worker='worker_gone_dash']").count() == 0
+        live = page.locator("#workers tr[data-worker]").filter(has_text=TINY)
+        assert live.count() == 1 and live.get_attribute("data-stale") is None
+        ticks = page.locator("#timeline .x-axis text")
+        assert ticks.count() >= 5 and ":" in ticks.first.text_content()   # a time axis, labelled
+        assert page.locator("#timeline .y-axis text").filter(has_text="tokens/s").count() == 1
+    finally:
+        with sessions.begin() as s:
+            s.execute(delete(Worker).where(Worker.id.in_(("worker_stale_dash", "worker_gone_dash"))))
+
+
 def test_eta_from_the_estimate_then_the_observed_rate():
     """Before enough of a batch ran, its ETA is the latest round's estimate; then its own rate takes over."""
     now = 10_000.0
@@ -88,3 +178,9 @@ def test_eta_from_the_estimate_then_the_observed_rate():
     assert eta_of(b, 20, 200, rnd, now) == (60.0 * 180 / 20, "observed")  # 20 in the 60 s since the first ran
     late = PlanningRound(started_at=now - 300, duration_s=2.0, est_seconds=100.0)
     assert eta_of(b, 2, 200, late, now) == (None, None)                  # an estimate already overrun says nothing
+    # A round that planned 20 requests (a window, an intake's last lines) estimated 10 s for them: the batch's
+    # 198 left take 99 s by that estimate, not 10.
+    part = PlanningRound(started_at=now - 1, duration_s=0.0, est_seconds=10.0, requests=20)
+    assert eta_of(b, 2, 200, part, now) == pytest.approx((99.0 - 1.0, "estimate"))
+    whole = PlanningRound(started_at=now - 1, duration_s=0.0, est_seconds=10.0, requests=500)
+    assert eta_of(b, 2, 200, whole, now) == (9.0, "estimate")            # a round holding all of it: as estimated

@@ -35,7 +35,7 @@ from server.sessions import COOKIE
 
 router = APIRouter(tags=["dashboard"])
 templates = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
-REFRESH_S = 5
+REFRESH_S = 1                  # the page's tables, fetched again in place (a full reload without JavaScript)
 
 _LOGIN = """<!doctype html><html><head><meta charset="utf-8"><title>BlendServe dashboard</title></head>
 <body style="font: 14px system-ui, sans-serif; margin: 2rem"><h1>BlendServe</h1><p>{message}</p>
@@ -48,10 +48,12 @@ class BatchProgress(BaseModel):
     status: str
     done: int                  # completed + failed requests
     total: int
-    tokens_per_s: float        # prompt + completion tokens of its results, per second since in_progress
+    tokens_per_s: float        # prompt + completion tokens of its results, per second since its first request ran
     cached_share: float
     eta_s: float | None        # None: not running, or no ETA yet
     eta_source: str | None     # "observed" (its own rate) | "estimate" (the planner's, before enough ran)
+    phase: str | None = None   # running only: planning | waiting for a worker | warming up | running
+    reason: str | None = None  # failed, cancelled or expired: why
 
 
 def _owner(request: Request, st: AppState) -> str | None:
@@ -108,7 +110,8 @@ def page(request: Request, st: StateDep) -> Response:
         "refresh": REFRESH_S, "updated": time.strftime("%H:%M:%S", time.localtime(snap["now"])),
         "batches": snap["batches"], "workers": snap["workers"], "rounds": snap["rounds"],
         "peak": snap["peak_tokens_per_s"], "throughput_points": snap["throughput_points"],
-        "mix_points": snap["mix_points"], "planned_points": snap["planned_points"],
+        "mix_points": snap["mix_points"], "planned_points": snap["planned_points"], "x_ticks": snap["x_ticks"],
+        "bin_s": snap["bin_s"],
         "clock": lambda t: time.strftime("%H:%M:%S", time.localtime(t))})
 
 
@@ -126,4 +129,5 @@ def progress(batch_id: str, request: Request, st: StateDep) -> BatchProgress:
             return JSONResponse({"detail": f"no batch {batch_id}"}, status_code=404)
         v = dashboard.batch_view(s, b, time.time())
     return BatchProgress(id=v.id, status=v.status, done=v.done, total=v.total, tokens_per_s=v.tokens_per_s,
-                         cached_share=v.cached_share, eta_s=v.eta_s, eta_source=v.eta_source)
+                         cached_share=v.cached_share, eta_s=v.eta_s, eta_source=v.eta_source, phase=v.phase,
+                         reason=v.reason)
