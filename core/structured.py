@@ -50,8 +50,11 @@ class Constraint:
 @dataclass(frozen=True)
 class ToolCall:
     """How the output maps to `message.tool_calls`: the named function's arguments (`name` set), or, under
-    tool_choice "required" over several functions, one object `{"name": ..., "arguments": {...}}`."""
+    tool_choice "required" over several functions, one object `{"name": ..., "arguments": {...}}`.
+    `finish_reason` of a finished call: OpenAI answers "stop" when tool_choice names the function and
+    "tool_calls" when the model chose to call."""
     name: str | None
+    finish_reason: str = "tool_calls"
 
 
 # Keywords whose value is data, written out as given (an object in `const` is output with its own key order).
@@ -253,7 +256,7 @@ def check_tools(body: dict) -> tuple[Constraint, ToolCall] | None:
                         "\"function\": {\"name\": ...}}.", "tool_choice")
     if named not in functions:
         raise BodyError("invalid_value", f"'tool_choice' names '{named}', which is not in 'tools'.", "tool_choice")
-    return Constraint(canonical(functions[named][0]), functions[named][1]), ToolCall(named)
+    return Constraint(canonical(functions[named][0]), functions[named][1]), ToolCall(named, "stop")
 
 
 def _any_call(functions: dict[str, tuple[dict, bool]]) -> Constraint:

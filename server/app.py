@@ -11,7 +11,7 @@ from core.config import Settings
 from core.db import make_engine, make_sessionmaker
 from core.migrate import upgrade
 from core.owners import adopt
-from core.served import model_names
+from core.served import created_at, model_names
 from core.storage import FileStore
 from server import errors
 from server.auth import FrontDoor, redact_access_log
@@ -34,7 +34,8 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
                                model_names=model_names(settings), status_cache=StatusCache(settings.status_cache_s),
                                lanes=Lanes(readers, settings.lease_seconds, settings.worker_secret),
                                keyring=settings.keyring(),
-                               signer=Sessions(settings.session_secret, settings.session_ttl_s))
+                               signer=Sessions(settings.session_secret, settings.session_ttl_s),
+                               model_created=created_at(settings))
     if migrate:
         with app.state.blend.sessions.begin() as s:
             adopt(s, app.state.blend.keyring)     # rows of a plain key now listed under a tenant move to it

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
@@ -31,6 +31,7 @@ class AppState:
     lanes: Lanes                       # the interactive lane's workers and connection pool
     keyring: Keyring                   # BLENDSERVE_API_KEYS, parsed once
     signer: Sessions                   # dashboard session cookies
+    model_created: dict[str, int] = field(default_factory=dict)    # `created` of each served model
 
 
 # `state` and `owner` are async: FastAPI runs a sync dependency in the threadpool, and at 200 polls/s

@@ -1,6 +1,8 @@
 """End to end through a live server with the real openai SDK, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
+import time
+
 import openai
 import pytest
 from openai.types import Completion
@@ -102,6 +104,9 @@ def test_files_api(deployment):
 def test_models_and_errors(deployment):
     c = deployment.client()
     assert [m.id for m in c.models.list()] == [TINY]
+    # `created`: when the checkpoint was made (a real time, the same on every call), not 0.
+    [m] = c.models.list().data
+    assert 1_600_000_000 < m.created <= time.time() and c.models.retrieve(TINY).created == m.created
     with pytest.raises(openai.NotFoundError):
         c.batches.retrieve("batch_nope")
     f = c.files.create(file=("m.jsonl", jsonl(chat_lines(1, TINY))), purpose="batch")

@@ -86,7 +86,7 @@ def chat_message(r: GenResult, tool: ToolCall | None) -> tuple[dict, str]:
         return {"role": "assistant", "content": r.text, "refusal": None}, r.finish_reason
     name, arguments = call
     calls = [{"id": new_id("call_"), "type": "function", "function": {"name": name, "arguments": arguments}}]
-    finish = "tool_calls" if r.finish_reason == "stop" else r.finish_reason
+    finish = tool.finish_reason if r.finish_reason == "stop" else r.finish_reason
     return {"role": "assistant", "content": None, "refusal": None, "tool_calls": calls}, finish
 
 

@@ -113,7 +113,7 @@ def test_tools_and_logprobs_read_as_chats() -> None:
     assert p["tool_choice"] == {"type": "function", "function": {"name": "weather"}}
     assert (p["logprobs"], p["top_logprobs"]) == (True, 3)
     constraint, tool = check_tools(p)
-    assert tool == ToolCall("weather") and constraint.strict and '"city"' in constraint.schema
+    assert tool == ToolCall("weather", "stop") and constraint.strict and '"city"' in constraint.schema
     assert check_tools(chat_params({"input": "x", "tools": [WEATHER], "tool_choice": "none"})) is None
     # As vLLM reads it: top_logprobs alone asks for nothing; the include alone asks for the sampled token's.
     assert "logprobs" not in chat_params({"input": "x", "top_logprobs": 3})
