@@ -65,8 +65,20 @@ def _summary(batch, p: dict | None = None) -> str:
     done = f"{c.completed}/{c.total} completed, {c.failed} failed" if c else "no counts yet"
     line = f"{batch.id}  {batch.status:<11} {done}"
     if batch.status == "in_progress" and p:
-        line += f", {p['tokens_per_s']:,.0f} tok/s, {_eta(p)}"
+        line += f", {_rate(p)}, {_eta(p)}"
+    errors = getattr(getattr(batch, "errors", None), "data", None)
+    if batch.status == "failed" and errors:       # why, from the Batch object itself: no second request
+        e = errors[0]
+        where = f" (line {e.line})" if e.line is not None else ""
+        line += f"; {e.code}{where}: {e.message}" + (f"; and {len(errors) - 1} more" if len(errors) > 1 else "")
     return line
+
+
+def _rate(p: dict) -> str:
+    """Tokens/s, or the phase a running batch is in before its first result (the dashboard's words)."""
+    if p.get("phase") not in (None, "running"):
+        return p["phase"]
+    return f"{p['tokens_per_s']:,.0f} tok/s"
 
 
 def wait(client, batch, poll_s: float, out=sys.stderr):
@@ -94,7 +106,7 @@ def wait(client, batch, poll_s: float, out=sys.stderr):
                 eta = (time.time() - first[0]) * (bar.total - done) / seen if seen > 0 else None
                 p = {"tokens_per_s": rate, "eta_s": eta if batch.status == "in_progress" else None}
             bar.set_description(batch.status)
-            bar.set_postfix_str(f"{p['tokens_per_s']:,.0f} tok/s, {_eta(p)}")
+            bar.set_postfix_str(f"{_rate(p)}, {_eta(p)}")
             bar.refresh()
     finally:
         bar.close()

@@ -184,3 +184,20 @@ def test_eta_from_the_estimate_then_the_observed_rate():
     assert eta_of(b, 2, 200, part, now) == pytest.approx((99.0 - 1.0, "estimate"))
     whole = PlanningRound(started_at=now - 1, duration_s=0.0, est_seconds=10.0, requests=500)
     assert eta_of(b, 2, 200, whole, now) == (9.0, "estimate")            # a round holding all of it: as estimated
+
+
+def test_status_line_says_the_phase_and_the_reason():
+    """`blendserve status` prints the dashboard's words: the phase before a first result; and a failure's reason."""
+    from types import SimpleNamespace
+
+    from blendserve.client import _summary
+
+    counts = SimpleNamespace(completed=0, failed=0, total=200)
+    running = SimpleNamespace(id="batch_x", status="in_progress", request_counts=counts)
+    p = {"tokens_per_s": 0.0, "eta_s": 30.0, "eta_source": "estimate", "phase": "warming up", "reason": None}
+    assert "warming up" in _summary(running, p) and "tok/s" not in _summary(running, p)
+    assert "1,200 tok/s" in _summary(running, {**p, "phase": "running", "tokens_per_s": 1200.0})
+    err = SimpleNamespace(code="invalid_json", line=3, message="not JSON")
+    failed = SimpleNamespace(id="batch_y", status="failed", errors=SimpleNamespace(data=[err, err]),
+                             request_counts=SimpleNamespace(completed=0, failed=0, total=0))
+    assert _summary(failed).endswith("; invalid_json (line 3): not JSON; and 1 more")
