@@ -74,6 +74,7 @@ class BatchView:
     reason: str | None = None  # failed, expired or cancelled: why, in words
     completed: int = 0
     failed: int = 0
+    running_for_s: float | None = None   # since its first request reached an engine; None: none did yet
 
     @property
     def percent(self) -> float:
@@ -191,7 +192,8 @@ def _view(b: Batch, st: BatchStats, last_round: PlanningRound | None, unplanned:
     eta, source = eta_of(b, done, total, last_round, now) if b.status == "in_progress" else (None, None)
     return BatchView(b.id, b.status, b.model, done, total, rate,
                      st.cached_tokens / st.input_tokens if st.input_tokens else 0.0, eta, source,
-                     phase_of(b, done, unplanned), reason_of(b), st.completed, st.failed)
+                     phase_of(b, done, unplanned), reason_of(b), st.completed, st.failed,
+                     now - b.first_run_at if b.first_run_at and b.status == "in_progress" else None)
 
 
 def latest_rounds(s: Session, models: set[str]) -> dict[str, PlanningRound]:

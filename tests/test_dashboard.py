@@ -83,7 +83,8 @@ def test_dashboard_shows_a_running_batch(make_deployment, browser, tmp_path):
 # What the page shows of a batch, read in one call: (status, drawn, phase text, "done/total", reason).
 _ROW = """id => { const r = document.querySelector(`tr[data-batch='${id}']`); if (!r) return null;
   const q = s => r.querySelector(s); const t = s => q(s) ? q(s).textContent.trim() : null;
-  return [t("td.status"), r.dataset.drawn, t(".phase"), r.querySelectorAll("td.num")[0].textContent.trim(),
+  return [t("td.status"), r.dataset.drawn, q(".phase") && q(".phase").dataset.phase,
+          r.querySelectorAll("td.num")[0].textContent.trim(),
           t(".reason")]; }"""
 
 
