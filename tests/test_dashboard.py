@@ -202,3 +202,15 @@ def test_status_line_says_the_phase_and_the_reason():
     failed = SimpleNamespace(id="batch_y", status="failed", errors=SimpleNamespace(data=[err, err]),
                              request_counts=SimpleNamespace(completed=0, failed=0, total=0))
     assert _summary(failed).endswith("; invalid_json (line 3): not JSON; and 1 more")
+
+
+def test_phases_of_a_running_batch():
+    """Before its first result a batch says what it waits for; after it, it is simply running."""
+    from server.dashboard import phase_of
+
+    waiting = Batch(status="in_progress", first_run_at=None)
+    assert phase_of(waiting, 0, 12) == "planning"                       # some requests not planned yet
+    assert phase_of(waiting, 0, 0) == "waiting for a worker"            # all planned, none handed to an engine
+    assert phase_of(Batch(status="in_progress", first_run_at=1.0), 0, 0) == "warming up"
+    assert phase_of(Batch(status="in_progress", first_run_at=1.0), 1, 0) == "running"
+    assert phase_of(Batch(status="completed", first_run_at=1.0), 5, 0) is None
