@@ -104,7 +104,7 @@ def _until(page, batch_id: str, ok, timeout: float = 60.0, seen: list | None = N
 def test_the_page_tells_the_truth_while_a_batch_runs(make_deployment, browser):
     """Phases before the first result, progress within 2 s of it, a failed batch's reason, a cancelled batch
     drawn apart from a completed one, and a stale worker marked, all read from the page as it refreshes."""
-    d = make_deployment(BLENDSERVE_LEASE_SECONDS="30")
+    d = make_deployment(BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_COMPLETION_WINDOWS="24h,4s")
     d.start("api")
     d.start("scheduler")
     d.wait_ready()                                  # no worker yet: nothing can run
@@ -112,6 +112,7 @@ def test_the_page_tells_the_truth_while_a_batch_runs(make_deployment, browser):
     bad = c.files.create(file=("bad.jsonl", jsonl(chat_lines(2, TINY)) + b"not json\n"), purpose="batch")
     failed = c.batches.create(input_file_id=bad.id, endpoint="/v1/chat/completions", completion_window="24h")
     f = c.files.create(file=("in.jsonl", jsonl(chat_lines(40, TINY, max_tokens=32))), purpose="batch")
+    late = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="4s")
     gone = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
     wait_batch(c, gone.id, until=("in_progress",))
     c.batches.cancel(gone.id)
@@ -123,6 +124,8 @@ def test_the_page_tells_the_truth_while_a_batch_runs(make_deployment, browser):
     row = _until(page, failed.id, lambda r: r[0] == "failed")
     assert row[1] == "failed" and "line 3" in row[4] and row[3] == "\u2013", row   # why, where; no 0/0
     assert _until(page, gone.id, lambda r: r[0] == "cancelled")[1] == "cancelled"
+    row = _until(page, late.id, lambda r: r[0] == "expired")        # its window ended before any worker came
+    assert row[1] == "expired" and "completion window" in row[4], row
     row = _until(page, b.id, lambda r: r[0] == "in_progress")
     assert row[2] in ("planning", "waiting for a worker"), row      # said as such, not an empty bar at 0/40
 
@@ -145,7 +148,8 @@ def test_the_page_tells_the_truth_while_a_batch_runs(make_deployment, browser):
     done = _until(page, b.id, lambda r: r[0] == "completed")
     assert done[1] == "done" and done[3] == "40/40"
     colour = "id => getComputedStyle(document.querySelector(`tr[data-batch='${id}'] .bar > span`)).backgroundColor"
-    assert page.evaluate(colour, b.id) != page.evaluate(colour, gone.id)    # cancelled: not the completed green
+    colours = {page.evaluate(colour, x) for x in (b.id, gone.id, late.id)}
+    assert len(colours) == 3                        # completed green; cancelled and expired drawn apart from it
 
     now, lease = time.time(), 30.0
     with sessions.begin() as s:                     # two workers that stopped beating: one stale, one past its lease
