@@ -296,13 +296,21 @@ def time_ticks(start: float, end: float, width: int, n: int = 5) -> list[tuple[f
             for i in range(n)]
 
 
-def snapshot(s: Session, owner: str | None, lease_s: float) -> dict:
+def tables(s: Session, owner: str | None, lease_s: float) -> dict:
+    """Batches and workers alone: what the page fetches every second (a few indexed reads per batch)."""
     now = time.time()
+    return {"now": now, "batches": batches(s, owner, now),
+            "workers": workers(s, lease_s, now)}     # shared machinery, no tenant's data
+
+
+def snapshot(s: Session, owner: str | None, lease_s: float) -> dict:
+    """Everything on the page: the tables, and the chart and rounds (a read of the last ten minutes' results)."""
+    snap = tables(s, owner, lease_s)
+    now = snap["now"]
     bins = timeline(s, owner, now)
     mix = [b.prefill_tokens / (b.prefill_tokens + b.decode_tokens) if b.prefill_tokens + b.decode_tokens else None
            for b in bins]
-    return {"now": now, "batches": batches(s, owner, now),
-            "workers": workers(s, lease_s, now),     # shared machinery, no tenant's data
+    return {**snap,
             "rounds": recent_rounds(s),              # shared too: counts and times, no tenant's data
             "bins": bins, "peak_tokens_per_s": max(b.tokens_per_s for b in bins),
             "throughput_points": polyline([b.tokens_per_s for b in bins], 600, 120),

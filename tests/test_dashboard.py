@@ -167,6 +167,8 @@ def test_the_page_tells_the_truth_while_a_batch_runs(make_deployment, browser):
         ticks = page.locator("#timeline .x-axis text")
         assert ticks.count() >= 5 and ":" in ticks.first.text_content()   # a time axis, labelled
         assert page.locator("#timeline .y-axis text").filter(has_text="tokens/s").count() == 1
+        tables = httpx.get(f"{root}/dashboard?part=tables").text      # what the page fetches every second
+        assert b.id in tables and "worker_stale_dash" in tables and 'id="timeline"' not in tables
     finally:
         with sessions.begin() as s:
             s.execute(delete(Worker).where(Worker.id.in_(("worker_stale_dash", "worker_gone_dash"))))

@@ -36,6 +36,7 @@ from server.sessions import COOKIE
 router = APIRouter(tags=["dashboard"])
 templates = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
 REFRESH_S = 1                  # the page's tables, fetched again in place (a full reload without JavaScript)
+HISTORY_EVERY = 10             # refreshes between two fetches of the chart and the planning rounds
 
 _LOGIN = """<!doctype html><html><head><meta charset="utf-8"><title>BlendServe dashboard</title></head>
 <body style="font: 14px system-ui, sans-serif; margin: 2rem"><h1>BlendServe</h1><p>{message}</p>
@@ -100,18 +101,20 @@ def logout() -> Response:
 
 
 @router.get("/dashboard", response_class=HTMLResponse, responses={401: {"description": "the key form"}})
-def page(request: Request, st: StateDep) -> Response:
+def page(request: Request, st: StateDep, part: str | None = None) -> Response:
+    """The page; `?part=tables` is its batches and workers alone, which the page fetches every REFRESH_S
+    (they read a few rows per batch), while the chart and the rounds, which read the last ten minutes of
+    results, come with the whole page every HISTORY_EVERY refreshes."""
     owner = _owner(request, st)
     if owner is None:
         return HTMLResponse(_LOGIN.format(message="Enter an API key to see its batches."), status_code=401)
+    tables = part == "tables"
     with st.read_sessions() as s:
-        snap = dashboard.snapshot(s, owner if st.keyring else None, st.settings.lease_seconds)
+        snap = (dashboard.tables(s, owner if st.keyring else None, st.settings.lease_seconds) if tables
+                else dashboard.snapshot(s, owner if st.keyring else None, st.settings.lease_seconds))
     return templates.TemplateResponse(request, "dashboard.html", {
-        "refresh": REFRESH_S, "updated": time.strftime("%H:%M:%S", time.localtime(snap["now"])),
-        "batches": snap["batches"], "workers": snap["workers"], "rounds": snap["rounds"],
-        "peak": snap["peak_tokens_per_s"], "throughput_points": snap["throughput_points"],
-        "mix_points": snap["mix_points"], "planned_points": snap["planned_points"], "x_ticks": snap["x_ticks"],
-        "bin_s": snap["bin_s"],
+        **snap, "refresh": REFRESH_S, "history_every": HISTORY_EVERY, "tables_only": tables,
+        "updated": time.strftime("%H:%M:%S", time.localtime(snap["now"])), "peak": snap.get("peak_tokens_per_s"),
         "clock": lambda t: time.strftime("%H:%M:%S", time.localtime(t))})
 
 
