@@ -30,7 +30,8 @@ from core.logs import configure as configure_logging
 log = logging.getLogger("blendserve")
 
 STOP_GRACE_S = 8.0
-# Set for `serve` and its roles unless already set: progress bars and load reports of the model libraries.
+# Set for `serve` and its roles (and a worker started alone) unless already set: the progress bars and load
+# reports of the model libraries, which a role's one start line replaces.
 QUIET_START = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
 
 
@@ -141,6 +142,8 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    for var, value in QUIET_START.items():      # a worker started alone says one line too (before the imports:
+        os.environ.setdefault(var, value)       # transformers reads its verbosity when first imported)
     from pathlib import Path
 
     from core.served import model_paths
