@@ -55,6 +55,8 @@ def _clock(seconds: float | None) -> str:
 
 
 def _eta(p: dict | None) -> str:
+    if p and p.get("eta_source") == "overdue":
+        return "ETA overdue (the plan's estimate passed)"
     if not p or p.get("eta_s") is None:
         return "ETA -"
     return f"ETA {_clock(p['eta_s'])}" + (" (estimate)" if p.get("eta_source") == "estimate" else "")

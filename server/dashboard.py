@@ -22,6 +22,8 @@ first request reached an engine) once MIN_OBSERVED of it has finished; before
 that, from the latest planning round of its model (scheduler/rounds.py: the
 policy's estimate of the round's work, which holds the batch's unfinished
 requests, so it is when the batch ends at the latest if the estimate holds).
+Once that estimate has passed with too few results to extrapolate from, the
+ETA says "overdue" rather than nothing (or a made-up figure).
 A round that planned fewer requests than the batch has left (a window of a
 larger backlog, or the last few lines of an intake) estimated a fragment: its
 estimate is scaled by the batch's unfinished requests over the round's, so
@@ -69,7 +71,7 @@ class BatchView:
     tokens_per_s: float
     cached_share: float
     eta_s: float | None        # None: not running, or neither enough results nor an estimate yet
-    eta_source: str | None = None   # "observed" | "estimate"
+    eta_source: str | None = None   # "observed" | "estimate" | "overdue" (the estimate passed; too few results)
     phase: str | None = None   # in_progress only: "planning" | "waiting for a worker" | "warming up" | "running"
     reason: str | None = None  # failed, expired or cancelled: why, in words
     completed: int = 0
@@ -218,8 +220,7 @@ def eta_of(b: Batch, done: int, total: int, last_round: PlanningRound | None,
         whole = last_round.est_seconds * max(1.0, remaining / last_round.requests) if last_round.requests \
             else last_round.est_seconds         # a fragment's estimate, scaled to the batch (module docstring)
         left = last_round.started_at + last_round.duration_s + whole - now
-        if left > 0:
-            return left, "estimate"
+        return (left, "estimate") if left > 0 else (None, "overdue")      # overdue: no time is better than a wrong one
     return None, None
 
 

@@ -54,7 +54,7 @@ def test_dashboard_shows_a_running_batch(make_deployment, browser, tmp_path):
     assert 0 < pct <= 100
     done, total = row.locator("td.num").nth(0).inner_text().split("/")
     assert int(total) == 60 and int(done) >= 4
-    assert row.locator("td.eta").get_attribute("data-source") in ("observed", "estimate", "")
+    assert row.locator("td.eta").get_attribute("data-source") in ("observed", "estimate", "overdue", "")
     worker = page.locator("#workers tr[data-worker]")
     assert worker.count() == 1 and worker.locator("td").filter(has_text="tiny-llama").count() == 1
     running = worker.locator("td.running").inner_text()          # pushed by the worker's heartbeat
@@ -184,7 +184,7 @@ def test_eta_from_the_estimate_then_the_observed_rate():
     assert eta_of(b, 9, 200, rnd, now) == (72.0, "estimate")             # under 5% done: still the estimate
     assert eta_of(b, 20, 200, rnd, now) == (60.0 * 180 / 20, "observed")  # 20 in the 60 s since the first ran
     late = PlanningRound(started_at=now - 300, duration_s=2.0, est_seconds=100.0)
-    assert eta_of(b, 2, 200, late, now) == (None, None)                  # an estimate already overrun says nothing
+    assert eta_of(b, 2, 200, late, now) == (None, "overdue")             # an estimate overrun gives no time
     # A round that planned 20 requests (a window, an intake's last lines) estimated 10 s for them: the batch's
     # 198 left take 99 s by that estimate, not 10.
     part = PlanningRound(started_at=now - 1, duration_s=0.0, est_seconds=10.0, requests=20)
@@ -204,6 +204,8 @@ def test_status_line_says_the_phase_and_the_reason():
     p = {"tokens_per_s": 0.0, "eta_s": 30.0, "eta_source": "estimate", "phase": "warming up", "reason": None}
     assert "warming up" in _summary(running, p) and "tok/s" not in _summary(running, p)
     assert "1,200 tok/s" in _summary(running, {**p, "phase": "running", "tokens_per_s": 1200.0})
+    assert _summary(running, {**p, "eta_s": None, "eta_source": "overdue"}).endswith("ETA overdue (the plan's "
+                                                                                    "estimate passed)")
     err = SimpleNamespace(code="invalid_json", line=3, message="not JSON")
     failed = SimpleNamespace(id="batch_y", status="failed", errors=SimpleNamespace(data=[err, err]),
                              request_counts=SimpleNamespace(completed=0, failed=0, total=0))

@@ -53,6 +53,7 @@ class BatchProgress(BaseModel):
     cached_share: float
     eta_s: float | None        # None: not running, or no ETA yet
     eta_source: str | None     # "observed" (its own rate) | "estimate" (the planner's, before enough ran)
+    #                            | "overdue" (the estimate passed before enough ran; eta_s is None)
     phase: str | None = None   # running only: planning | waiting for a worker | warming up | running
     reason: str | None = None  # failed, cancelled or expired: why
 
