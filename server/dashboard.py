@@ -77,6 +77,7 @@ class BatchView:
     completed: int = 0
     failed: int = 0
     running_for_s: float | None = None   # since its first request reached an engine; None: none did yet
+    in_engine: int | None = None         # warming up: its requests in chunks a worker holds
 
     @property
     def percent(self) -> float:
@@ -143,7 +144,20 @@ def _views(s: Session, rows: list[Batch], now: float) -> list[BatchView]:
     running = [b for b in rows if b.status == "in_progress"]
     rounds = latest_rounds(s, {b.model for b in running if b.model})
     unplanned = _unplanned(s, [b.id for b in running if b.first_run_at is None])
-    return [_view(b, stats[b.id], rounds.get(b.model), unplanned.get(b.id, 0), now) for b in rows]
+    views = [_view(b, stats[b.id], rounds.get(b.model), unplanned.get(b.id, 0), now) for b in rows]
+    for b, v in zip(rows, views):
+        if v.phase == "warming up" and b.model:
+            v.in_engine = _in_engine(s, b.id, b.model)
+    return views
+
+
+def _in_engine(s: Session, batch_id: str, model: str) -> int:
+    """A warming-up batch's requests in chunks a worker holds: running, or next in its engine. Read from the
+    model's claimed chunks (a few, by ix_chunks_claim) and their requests (by ix_requests_chunk)."""
+    q = (select(func.count()).select_from(Chunk).join(Request, Request.chunk_id == Chunk.id)
+         .where(Chunk.model == model, Chunk.status == "claimed", Request.batch_id == batch_id,
+                Request.status == "planned"))
+    return int(s.scalar(q) or 0)
 
 
 def _unplanned(s: Session, batch_ids: list[str]) -> dict[str, int]:

@@ -32,7 +32,9 @@ MINE, THEIRS = "dash-key-mine-4c1e", "dash-key-theirs-9b07"
 
 
 def test_dashboard_shows_a_running_batch(make_deployment, browser, tmp_path):
-    d = make_deployment(BLENDSERVE_API_KEYS=f"{MINE},{THEIRS}").start_all()
+    # The harness's 3 s lease beats every second, and a worker is stale after two missed beats: a loaded
+    # CI machine can delay one that long, so this page is read under a 9 s lease (a beat every 3 s).
+    d = make_deployment(BLENDSERVE_API_KEYS=f"{MINE},{THEIRS}", BLENDSERVE_LEASE_SECONDS="9").start_all()
     c = d.client(MINE)
     f = c.files.create(file=("in.jsonl", jsonl(chat_lines(60, TINY, max_tokens=48))), purpose="batch")
     b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
@@ -57,6 +59,9 @@ def test_dashboard_shows_a_running_batch(make_deployment, browser, tmp_path):
     assert row.locator("td.eta").get_attribute("data-source") in ("observed", "estimate", "overdue", "")
     worker = page.locator("#workers tr[data-worker]")
     assert worker.count() == 1 and worker.locator("td").filter(has_text="tiny-llama").count() == 1
+    deadline = time.time() + 10                                  # its first heartbeat comes a beat after it starts
+    while not worker.locator("td.running").inner_text().isdigit() and time.time() < deadline:
+        time.sleep(0.2)                                          # (the page refreshes itself)
     running = worker.locator("td.running").inner_text()          # pushed by the worker's heartbeat
     assert running.isdigit() and " / " in worker.locator("td.kv").inner_text()
     assert page.locator("#timeline polyline").first.get_attribute("points").count(",") == 30

@@ -56,6 +56,7 @@ class BatchProgress(BaseModel):
     #                            | "overdue" (the estimate passed before enough ran; eta_s is None)
     phase: str | None = None   # running only: planning | waiting for a worker | warming up | running
     reason: str | None = None  # failed, cancelled or expired: why
+    in_engine: int | None = None   # warming up: its requests in chunks a worker holds
 
 
 def _owner(request: Request, st: AppState) -> str | None:
@@ -134,4 +135,4 @@ def progress(batch_id: str, request: Request, st: StateDep) -> BatchProgress:
         v = dashboard.batch_view(s, b, time.time())
     return BatchProgress(id=v.id, status=v.status, done=v.done, total=v.total, tokens_per_s=v.tokens_per_s,
                          cached_share=v.cached_share, eta_s=v.eta_s, eta_source=v.eta_source, phase=v.phase,
-                         reason=v.reason)
+                         reason=v.reason, in_engine=v.in_engine)
