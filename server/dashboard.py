@@ -17,8 +17,12 @@ Tokens/s of a batch: its finished requests' tokens over the time since its
 first request reached an engine (Batch.first_run_at), not since it turned
 in_progress: planning and the wait for a worker are not its speed.
 
-ETA of a running batch: from its observed rate (requests finished since its
-first request reached an engine) once MIN_OBSERVED of it has finished; before
+ETA of a running batch: from its observed rate once MIN_OBSERVED of it has
+finished: results after its first one over the time since that first one (an
+engine runs many of its requests at once, so the first wave lands together
+after a warm-up; counting from its first request reaching an engine, a
+200-line batch whose first results came after 150 s was given 45 minutes
+with seconds to go); before
 that, from the latest planning round of its model (scheduler/rounds.py: the
 policy's estimate of the round's work, which holds the batch's unfinished
 requests, so it is when the batch ends at the latest if the estimate holds).
@@ -43,7 +47,9 @@ memory-dense), the same one for both lines; the page says so.
 """
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from sqlalchemy import func, select
@@ -144,11 +150,34 @@ def _views(s: Session, rows: list[Batch], now: float) -> list[BatchView]:
     running = [b for b in rows if b.status == "in_progress"]
     rounds = latest_rounds(s, {b.model for b in running if b.model})
     unplanned = _unplanned(s, [b.id for b in running if b.first_run_at is None])
-    views = [_view(b, stats[b.id], rounds.get(b.model), unplanned.get(b.id, 0), now) for b in rows]
+    firsts = first_results(s, [b.id for b in running if stats[b.id].completed + stats[b.id].failed])
+    views = [_view(b, stats[b.id], rounds.get(b.model), unplanned.get(b.id, 0), now, firsts.get(b.id))
+             for b in rows]
     for b, v in zip(rows, views):
         if v.phase == "warming up" and b.model:
             v.in_engine = _in_engine(s, b.id, b.model)
     return views
+
+
+_FIRST: OrderedDict[str, float] = OrderedDict()     # batch id -> its first result's time: it never changes
+_FIRST_KEPT = 4096
+_FIRST_LOCK = threading.Lock()
+
+
+def first_results(s: Session, batch_ids: list[str]) -> dict[str, float]:
+    """When each batch's first request finished. Read once per batch and process (a scan of its finished
+    rows: no index holds finished_at), then kept: a first result stays first."""
+    out = {b: _FIRST[b] for b in batch_ids if b in _FIRST}
+    for bid in [b for b in batch_ids if b not in out]:
+        t = s.scalar(select(func.min(Request.finished_at)).where(     # an engine's results: a request failed
+            Request.batch_id == bid, Request.status == "completed"))   # at intake finished before any ran
+        if t is not None:
+            out[bid] = float(t)
+            with _FIRST_LOCK:                   # the page's reads run in the server's thread pool
+                _FIRST[bid] = out[bid]
+                while len(_FIRST) > _FIRST_KEPT:
+                    _FIRST.popitem(last=False)
+    return out
 
 
 def _in_engine(s: Session, batch_id: str, model: str) -> int:
@@ -199,13 +228,15 @@ def reason_of(b: Batch) -> str | None:
     return None
 
 
-def _view(b: Batch, st: BatchStats, last_round: PlanningRound | None, unplanned: int, now: float) -> BatchView:
+def _view(b: Batch, st: BatchStats, last_round: PlanningRound | None, unplanned: int, now: float,
+          first_result: float | None = None) -> BatchView:
     total, done = st.total or b.total, st.completed + st.failed
     started = b.first_run_at or b.in_progress_at
     ended = b.completed_at or b.cancelled_at or b.expired_at or b.failed_at or b.finalizing_at
     elapsed = ((ended or now) - started) if started else 0.0
     rate = (st.input_tokens + st.output_tokens) / elapsed if elapsed > 0 else 0.0
-    eta, source = eta_of(b, done, total, last_round, now) if b.status == "in_progress" else (None, None)
+    eta, source = eta_of(b, done, total, last_round, now, first_result) if b.status == "in_progress" \
+        else (None, None)
     return BatchView(b.id, b.status, b.model, done, total, rate,
                      st.cached_tokens / st.input_tokens if st.input_tokens else 0.0, eta, source,
                      phase_of(b, done, unplanned), reason_of(b), st.completed, st.failed,
@@ -222,13 +253,19 @@ def latest_rounds(s: Session, models: set[str]) -> dict[str, PlanningRound]:
 
 
 def eta_of(b: Batch, done: int, total: int, last_round: PlanningRound | None,
-           now: float) -> tuple[float | None, str | None]:
-    """Seconds until a running batch ends, and where that came from (see the module docstring)."""
+           now: float, first_result: float | None = None) -> tuple[float | None, str | None]:
+    """Seconds until a running batch ends, and where that came from (see the module docstring).
+
+    first_result: when its first request finished; without it the rate counts from its first request
+    reaching an engine (the warm-up included)."""
     remaining = total - done
     if remaining <= 0:
         return 0.0, "observed"
+    enough = done >= max(MIN_OBSERVED[0], MIN_OBSERVED[1] * total)
+    if enough and first_result is not None and now > first_result and done > 1:
+        return (now - first_result) * remaining / (done - 1), "observed"
     since = b.first_run_at or b.in_progress_at
-    if done >= max(MIN_OBSERVED[0], MIN_OBSERVED[1] * total) and since and now > since:
+    if enough and first_result is None and since and now > since:
         return (now - since) * remaining / done, "observed"
     if last_round is not None and last_round.est_seconds is not None:
         whole = last_round.est_seconds * max(1.0, remaining / last_round.requests) if last_round.requests \

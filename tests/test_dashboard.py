@@ -188,6 +188,8 @@ def test_eta_from_the_estimate_then_the_observed_rate():
     assert eta_of(b, 2, 200, rnd, now) == (72.0, "estimate")             # 30 - 2 s of its 100 s have passed
     assert eta_of(b, 9, 200, rnd, now) == (72.0, "estimate")             # under 5% done: still the estimate
     assert eta_of(b, 20, 200, rnd, now) == (60.0 * 180 / 20, "observed")  # 20 in the 60 s since the first ran
+    # Its first result came 10 s ago, after a 50 s warm-up: 19 more since then, 180 to go: 10 * 180 / 19 s.
+    assert eta_of(b, 20, 200, rnd, now, first_result=now - 10) == (10.0 * 180 / 19, "observed")
     late = PlanningRound(started_at=now - 300, duration_s=2.0, est_seconds=100.0)
     assert eta_of(b, 2, 200, late, now) == (None, "overdue")             # an estimate overrun gives no time
     # A round that planned 20 requests (a window, an intake's last lines) estimated 10 s for them: the batch's
