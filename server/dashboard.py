@@ -86,8 +86,18 @@ class BatchView:
     in_engine: int | None = None         # warming up: its requests in chunks a worker holds
 
     @property
+    def ended_early(self) -> bool:
+        """Cancelled or expired: its requests that never ran are counted failed, so its bar and count show
+        what completed, not done / total (a batch cancelled before it ran is 0/40, not a full bar)."""
+        return self.drawn in ("cancelled", "expired")
+
+    @property
+    def shown_done(self) -> int:
+        return self.completed if self.ended_early else self.done
+
+    @property
     def percent(self) -> float:
-        return 100.0 * self.done / self.total if self.total else 0.0
+        return 100.0 * self.shown_done / self.total if self.total else 0.0
 
     @property
     def drawn(self) -> str:

@@ -106,7 +106,7 @@ def _until(page, batch_id: str, ok, timeout: float = 60.0, seen: list | None = N
     raise TimeoutError(f"{batch_id}: {page.evaluate(_ROW, batch_id)}")
 
 
-def test_the_page_tells_the_truth_while_a_batch_runs(make_deployment, browser):
+def test_the_page_tells_the_truth_while_a_batch_runs(make_deployment, browser, tmp_path):
     """Phases before the first result, progress within 2 s of it, a failed batch's reason, a cancelled batch
     drawn apart from a completed one, and a stale worker marked, all read from the page as it refreshes."""
     d = make_deployment(BLENDSERVE_LEASE_SECONDS="30", BLENDSERVE_COMPLETION_WINDOWS="24h,4s")
@@ -128,9 +128,10 @@ def test_the_page_tells_the_truth_while_a_batch_runs(make_deployment, browser):
 
     row = _until(page, failed.id, lambda r: r[0] == "failed")
     assert row[1] == "failed" and "line 3" in row[4] and row[3] == "\u2013", row   # why, where; no 0/0
-    assert _until(page, gone.id, lambda r: r[0] == "cancelled")[1] == "cancelled"
+    row = _until(page, gone.id, lambda r: r[0] == "cancelled")
+    assert row[1] == "cancelled" and row[3] == "0/40", row            # none ran: not a full bar of "failed"
     row = _until(page, late.id, lambda r: r[0] == "expired")        # its window ended before any worker came
-    assert row[1] == "expired" and "completion window" in row[4], row
+    assert row[1] == "expired" and row[3] == "0/40" and "completion window" in row[4], row
     row = _until(page, b.id, lambda r: r[0] == "in_progress")
     assert row[2] in ("planning", "waiting for a worker"), row      # said as such, not an empty bar at 0/40
 
@@ -172,6 +173,8 @@ def test_the_page_tells_the_truth_while_a_batch_runs(make_deployment, browser):
         ticks = page.locator("#timeline .x-axis text")
         assert ticks.count() >= 5 and ":" in ticks.first.text_content()   # a time axis, labelled
         assert page.locator("#timeline .y-axis text").filter(has_text="tokens/s").count() == 1
+        page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+        print(f"screenshot: {tmp_path / 'dashboard.png'}")
         tables = httpx.get(f"{root}/dashboard?part=tables").text      # what the page fetches every second
         assert b.id in tables and "worker_stale_dash" in tables and 'id="timeline"' not in tables
     finally:
