@@ -33,13 +33,15 @@ def cli_flags(args: dict) -> list[str]:
     return flags
 
 
-def small_server_flags(checkpoint: Path, name: str, max_num_seqs: int, num_blocks: int = 512,
+def small_server_flags(checkpoint: Path, name: str, max_num_seqs: int | None, num_blocks: int = 512,
                        block_size: int = 32) -> list[str]:
-    """A small server for tests and the chaos run: eager, seeded, a fixed number of KV blocks."""
+    """A small server for tests and the chaos run: eager, seeded, a fixed number of KV blocks; max_num_seqs
+    None: vLLM's own running cap (128 per CPU rank in 0.32)."""
     from worker.engines.vllm import default_dtype
 
+    cap = ["--max-num-seqs", str(max_num_seqs)] if max_num_seqs else []
     return ["--model", str(checkpoint), "--served-model-name", name, "--dtype", default_dtype(),
-            "--enforce-eager", "--seed", "0", "--max-num-seqs", str(max_num_seqs), "--block-size", str(block_size),
+            "--enforce-eager", "--seed", "0", *cap, "--block-size", str(block_size),
             "--num-gpu-blocks-override", str(num_blocks), "--max-num-batched-tokens", "2048",
             "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})]
 
