@@ -80,7 +80,8 @@ def cmd_api(args: argparse.Namespace) -> int:
                     host, args.port, host, f", not {args.host}" if host != args.host else "")
     config = uvicorn.Config(app, host=host, port=args.port, log_level=args.log_level.lower(),
                             timeout_graceful_shutdown=5, **own)
-    logging.getLogger("uvicorn.error").setLevel(max(logging.WARNING, logging.getLogger().level))
+    if logging.getLogger().level > logging.DEBUG:       # --log-level DEBUG keeps uvicorn's start-up lines
+        logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     uvicorn.Server(config).run()
     return 0
 
