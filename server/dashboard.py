@@ -6,7 +6,8 @@ without a browser, and so the page stays a plain server-rendered view.
 A running batch is in one of four phases, said as such rather than drawn as
 an empty bar: "planning" (some of its requests are not planned yet),
 "waiting for a worker" (all planned, none handed to an engine yet: work ahead
-of it runs), "warming up" (its requests run, none finished: an engine decodes
+of it runs; or no live worker serves its model, which the page then says, as
+nothing plans or runs it until one comes), "warming up" (its requests run, none finished: an engine decodes
 its sequences together, so the first ones finish after about a max_tokens'
 worth of steps), then "running", with progress, from its first finished
 request. Results are counted as they are written (worker/writes.py, within
@@ -84,6 +85,7 @@ class BatchView:
     failed: int = 0
     running_for_s: float | None = None   # since its first request reached an engine; None: none did yet
     in_engine: int | None = None         # warming up: its requests in chunks a worker holds
+    no_worker: bool = False              # not run yet, and no live worker serves its model
 
     @property
     def ended_early(self) -> bool:
@@ -144,18 +146,18 @@ class Bin:
     planned_prefill_share: float | None = None   # the plan in effect at the bin's end; None: no round yet
 
 
-def batches(s: Session, owner: str | None, now: float) -> list[BatchView]:
+def batches(s: Session, owner: str | None, now: float, lease_s: float | None = None) -> list[BatchView]:
     q = select(Batch).order_by(Batch.created_at.desc(), Batch.id.desc()).limit(RECENT_BATCHES)
     rows = s.scalars(q if owner is None else q.where(Batch.owner == owner)).all()
-    return _views(s, rows, now)
+    return _views(s, rows, now, lease_s)
 
 
-def batch_view(s: Session, b: Batch, now: float) -> BatchView:
+def batch_view(s: Session, b: Batch, now: float, lease_s: float | None = None) -> BatchView:
     """One batch's progress (the JSON progress route)."""
-    return _views(s, [b], now)[0]
+    return _views(s, [b], now, lease_s)[0]
 
 
-def _views(s: Session, rows: list[Batch], now: float) -> list[BatchView]:
+def _views(s: Session, rows: list[Batch], now: float, lease_s: float | None = None) -> list[BatchView]:
     stats = batch_stats(s, [b.id for b in rows])
     running = [b for b in rows if b.status == "in_progress"]
     rounds = latest_rounds(s, {b.model for b in running if b.model})
@@ -163,10 +165,20 @@ def _views(s: Session, rows: list[Batch], now: float) -> list[BatchView]:
     firsts = first_results(s, [b.id for b in running if stats[b.id].completed + stats[b.id].failed])
     views = [_view(b, stats[b.id], rounds.get(b.model), unplanned.get(b.id, 0), now, firsts.get(b.id))
              for b in rows]
+    waiting = {b.model for b, v in zip(rows, views) if v.phase in ("planning", "waiting for a worker") and b.model}
+    served = _served(s, waiting, now - lease_s) if waiting and lease_s else waiting
     for b, v in zip(rows, views):
         if v.phase == "warming up" and b.model:
             v.in_engine = _in_engine(s, b.id, b.model)
+        elif v.phase in ("planning", "waiting for a worker") and b.model not in served:
+            v.phase, v.no_worker = "waiting for a worker", True      # nothing plans or runs it until one comes
     return views
+
+
+def _served(s: Session, models: set[str], since: float) -> set[str]:
+    """Those of `models` a worker heartbeating since `since` serves."""
+    return set(s.scalars(select(Worker.model).where(Worker.model.in_(models), Worker.heartbeat_at > since)
+                         .distinct()))
 
 
 _FIRST: OrderedDict[str, float] = OrderedDict()     # batch id -> its first result's time: it never changes
@@ -361,7 +373,7 @@ def time_ticks(start: float, end: float, width: int, n: int = 5) -> list[tuple[f
 def tables(s: Session, owner: str | None, lease_s: float) -> dict:
     """Batches and workers alone: what the page fetches every second (a few indexed reads per batch)."""
     now = time.time()
-    return {"now": now, "batches": batches(s, owner, now),
+    return {"now": now, "batches": batches(s, owner, now, lease_s),
             "workers": workers(s, lease_s, now)}     # shared machinery, no tenant's data
 
 

@@ -85,12 +85,12 @@ def test_dashboard_shows_a_running_batch(make_deployment, browser, tmp_path):
     assert httpx.get(f"{root}/dashboard/batches/{b.id}").status_code == 401
 
 
-# What the page shows of a batch, read in one call: (status, drawn, phase text, "done/total", reason).
+# What the page shows of a batch, read in one call: (status, drawn, phase, "done/total", reason, phase text).
 _ROW = """id => { const r = document.querySelector(`tr[data-batch='${id}']`); if (!r) return null;
   const q = s => r.querySelector(s); const t = s => q(s) ? q(s).textContent.trim() : null;
   return [t("td.status"), r.dataset.drawn, q(".phase") && q(".phase").dataset.phase,
           r.querySelectorAll("td.num")[0].textContent.trim(),
-          t(".reason")]; }"""
+          t(".reason"), t(".phase")]; }"""
 
 
 def _until(page, batch_id: str, ok, timeout: float = 60.0, seen: list | None = None):
@@ -133,7 +133,7 @@ def test_the_page_tells_the_truth_while_a_batch_runs(make_deployment, browser, t
     row = _until(page, late.id, lambda r: r[0] == "expired")        # its window ended before any worker came
     assert row[1] == "expired" and row[3] == "0/40" and "completion window" in row[4], row
     row = _until(page, b.id, lambda r: r[0] == "in_progress")
-    assert row[2] in ("planning", "waiting for a worker"), row      # said as such, not an empty bar at 0/40
+    assert row[2] == "waiting for a worker" and f"no live worker serves {TINY}" in row[5], row   # not 0/40
 
     d.start("worker")
     t_worker = time.time()
@@ -148,7 +148,7 @@ def test_the_page_tells_the_truth_while_a_batch_runs(make_deployment, browser, t
     print(f"first result written {first - t_worker:.2f} s after the worker started, shown {shown_at - first:.2f} s "
           f"after it was written; phases before it: {sorted({r[2] for _, r in seen[:-1] if r})}")
     before = {r[2] for _, r in seen[:-1] if r is not None}
-    assert before <= {"planning", "waiting for a worker", "warming up"}, before   # never "0/40" before it
+    assert before <= {"planning", "waiting for a worker", "warming up"}, before   # never a bar before it
 
     wait_batch(c, b.id)
     done = _until(page, b.id, lambda r: r[0] == "completed")

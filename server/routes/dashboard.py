@@ -132,7 +132,7 @@ def progress(batch_id: str, request: Request, st: StateDep) -> BatchProgress:
         b = s.scalar(q if not st.keyring else q.where(Batch.owner == owner))
         if b is None:
             return JSONResponse({"detail": f"no batch {batch_id}"}, status_code=404)
-        v = dashboard.batch_view(s, b, time.time())
+        v = dashboard.batch_view(s, b, time.time(), st.settings.lease_seconds)
     return BatchProgress(id=v.id, status=v.status, done=v.done, total=v.total, tokens_per_s=v.tokens_per_s,
                          cached_share=v.cached_share, eta_s=v.eta_s, eta_source=v.eta_source, phase=v.phase,
                          reason=v.reason, in_engine=v.in_engine)
