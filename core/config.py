@@ -53,6 +53,10 @@ class CpuEngineSettings(BaseSettings):
     rush_tokens: int = Field(256, ge=0)       # batch tokens a step carries while interactive requests are about
     cut_in: bool = True                       # interactive prompts run between two layers of the step in flight
     native: bool = True                       # C++ decode attention and grammar masks; False: torch's, xgrammar's
+    # Batch-invariant steps: a token's logits do not depend on the other tokens of its step nor on what the
+    # prefix cache held, so greedy and seeded outputs repeat exactly (needs `native`). Off by default: it
+    # costs throughput (BENCHMARKS.md, CPU engine).
+    exact: bool = False
     device: str = "cpu"                       # torch device of the weights and KV pool ("cuda", "cuda:1"); off CPU
     # attention runs on torch's SDPA (the C++ kernel is CPU-only)
     # "dummy": random weights of config.json's shapes, no weights file (vLLM's dummy load format); outputs run

@@ -100,8 +100,8 @@ def response_body(endpoint: str, model: str, r: GenResult, tool: ToolCall | None
             choices.append({"index": i, "message": message, "logprobs": chat_logprobs(c.logprobs),
                             "finish_reason": finish})
         return {"id": new_id("chatcmpl-"), "object": "chat.completion", "created": created, "model": model,
-                "choices": choices, "usage": usage(r), "system_fingerprint": None}
+                "choices": choices, "usage": usage(r), "system_fingerprint": r.fingerprint}
     return {"id": new_id("cmpl-"), "object": "text_completion", "created": created, "model": model,
             "choices": [{"index": i, "text": c.text, "logprobs": completion_logprobs(c.logprobs),
                          "finish_reason": c.finish_reason} for i, c in enumerate(results)],
-            "usage": usage(r), "system_fingerprint": None}
+            "usage": usage(r), "system_fingerprint": r.fingerprint}

@@ -66,6 +66,8 @@ class GenResult:
     error: str | None = None
     logprobs: list[TokenLogprob] | None = None     # per output token, when the request asked for them
     choices: list[GenResult] = field(default_factory=list)   # choices 1..n-1 of an n > 1 request; this is 0
+    # OpenAI's system_fingerprint: what computed the result, where the engine can say (see fingerprint()).
+    fingerprint: str | None = None
     completion_tokens: int = field(init=False)     # every choice's tokens together, as usage counts them
 
     def __post_init__(self) -> None:
@@ -88,6 +90,14 @@ def engine_stats(engine: object) -> EngineStats:
         return stats() if stats is not None else EngineStats()
     except Exception:
         return EngineStats()
+
+
+def fingerprint(*parts: object) -> str:
+    """A system_fingerprint ("fp_" and 10 hex digits, OpenAI's shape) of the backend configuration in `parts`:
+    equal fingerprints, equal configurations, so a caller can tell when outputs may change for that reason."""
+    import hashlib
+
+    return "fp_" + hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:10]
 
 
 def device_profile() -> str | None:

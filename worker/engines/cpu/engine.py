@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING
 import torch
 
 from core.modelstore import context_length, eos_token_ids, load_tokenizer
-from worker.engines.base import EngineStats, GenRequest, GenResult, device_profile
+from worker.engines.base import EngineStats, GenRequest, GenResult, device_profile, fingerprint
 from worker.engines.cpu.block_manager import BlockManager
 from worker.engines.cpu.grammar import Grammars
 from worker.engines.cpu.id_tokenizer import IdTokenizer
 from worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
-from worker.engines.cpu.model import Llama, default_dtype
+from worker.engines.cpu.model import ROW_BLOCK, Llama, default_dtype
 from worker.engines.cpu.native import paged_decode
 from worker.engines.cpu.sampler import SamplingState, sample
 from worker.engines.cpu.scheduler import ScheduledChunk, Scheduler, Sequence, Step
@@ -99,12 +99,17 @@ class CpuEngine:
         self.context = context_length(model_path)
         if dtype is None:    # bfloat16 on a GPU; on a CPU where it multiplies natively
             dtype = default_dtype() if self.device.type == "cpu" else torch.bfloat16
-        with one_thread():
-            self.model = Llama(model_path, dtype, self.device, random_weights=dummy)
-        if self.tokenizer is None:
-            self.tokenizer = IdTokenizer(int(self.model.embed.shape[0]))
         # Built here, once per machine, so the first step does not wait. CPU-only.
         self.decode_kernel = paged_decode() if cfg.native and self.device.type == "cpu" else None
+        # Batch-invariant steps need the kernel: it reduces each query token alone (kv_cache.PagedAttention).
+        self.exact = cfg.exact and self.decode_kernel is not None
+        with one_thread():
+            self.model = Llama(model_path, dtype, self.device, random_weights=dummy, exact=self.exact)
+        if self.tokenizer is None:
+            self.tokenizer = IdTokenizer(int(self.model.embed.shape[0]))
+        # What decides the numbers: the same fingerprint and `exact`, the same greedy and seeded outputs.
+        self.fingerprint = fingerprint("cpu", torch.__version__, dtype, self.device.type, f"exact={self.exact}",
+                                       ROW_BLOCK if self.exact else self.threads)
         self.block_size = block_size or cfg.block_size
         self.max_running = max_running or cfg.max_batch
         self.step_tokens = step_tokens or cfg.max_batched_tokens
@@ -291,7 +296,7 @@ class CpuEngine:
         masks = None          # the next token's grammar masks, filled while the forward pass runs
         if self.grammars is not None:
             masks = self.grammars.prepare([seq.state[1].grammar for seq in samplers])
-        attn = PagedAttention(self.pool, chunks, self.model.head_dim ** -0.5, self.decode_kernel)
+        attn = PagedAttention(self.pool, chunks, self.model.head_dim ** -0.5, self.decode_kernel, self.exact)
         dev = self.device      # the step's inputs go to the device once; sampled ids come back (sampler)
         logits = self.model.forward(torch.tensor(ids).to(dev), torch.cat(positions).to(dev), attn,
                                     torch.tensor(sample_rows, dtype=torch.long).to(dev), between)
@@ -396,4 +401,5 @@ class CpuEngine:
             prompt_tokens=seq.prompt_len,
             cached_tokens=seq.cached_tokens or 0,
             logprobs=logprobs,
+            fingerprint=self.fingerprint,
         )

@@ -123,8 +123,11 @@ class PagedAttention:
     SHORT = 16          # chunks of up to this many tokens are batched, longer ones run SDPA alone
 
     def __init__(self, pool: KVPool, chunks: list[Chunk], scale: float,
-                 decode_kernel: Callable[..., torch.Tensor] | None = None) -> None:
+                 decode_kernel: Callable[..., torch.Tensor] | None = None, exact: bool = False) -> None:
+        """``exact`` (with ``decode_kernel``): every chunk, prefills too, goes to the kernel, one query token a
+        row, so a token's attention is reduced the same way whatever chunk, cache hit or step it is in."""
         self.pool, self.scale, self.kernel = pool, scale, decode_kernel
+        most = max(c.n for c in chunks) if exact and decode_kernel else self.SHORT   # longest chunk to batch
         bs = pool.block_size
         slots = []
         for c in chunks:
@@ -133,16 +136,16 @@ class PagedAttention:
         self.slots = torch.cat(slots)
         self.n_tokens = len(self.slots)
         self.prefills = [(c.row, c.n, c.start, torch.tensor(c.block_table[: -(-(c.start + c.n) // bs)]))
-                         for c in chunks if c.n > self.SHORT]
+                         for c in chunks if c.n > most]
         decodes = [c for c in chunks if c.n == 1]
-        short = [c for c in chunks if 1 < c.n <= self.SHORT]
+        short_chunks = [c for c in chunks if 1 < c.n <= most]
         self.kernel_decodes = None
-        if decode_kernel and (decodes or short):
-            self.kernel_decodes = self._kernel_group([c for c in chunks if c.n <= self.SHORT])   # in row order
-            decodes, short = [], []
+        if decode_kernel and (decodes or short_chunks):
+            self.kernel_decodes = self._kernel_group([c for c in chunks if c.n <= most])   # in row order
+            decodes, short_chunks = [], []
         decodes.sort(key=lambda c: -c.start)
-        short.sort(key=lambda c: -(c.start + c.n))
-        self.decodes = [self._group(g) for g in self._split(decodes) + self._split(short)]
+        short_chunks.sort(key=lambda c: -(c.start + c.n))
+        self.decodes = [self._group(g) for g in self._split(decodes) + self._split(short_chunks)]
         self.all_decode = not self.prefills and (
             len(self.decodes) == 1 and self.decodes[0].queries == 1 and self.kernel_decodes is None
             or not self.decodes and self.kernel_decodes is not None)

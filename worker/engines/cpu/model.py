@@ -56,6 +56,29 @@ def packed_linear(dtype: torch.dtype) -> Callable[[torch.Tensor], Callable[[torc
     return pack
 
 
+ROW_BLOCK = 32      # rows per matmul call where a row's result must not depend on the rows beside it
+
+
+def row_blocked(f: Callable[[torch.Tensor], torch.Tensor],
+                block: int = ROW_BLOCK) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``f`` (x -> x @ W.T) called on fixed blocks of ``block`` rows, the last one zero-padded.
+
+    Why: a GEMM library picks its kernel and its blocking of the reduction from the call's shape, so the
+    same row can come out a few ulps apart in a call of 5 rows and in one of 40, and a greedy or seeded
+    answer then changes with whatever else ran in its step. Every call of the same shape reduces each row
+    the same way, so each row's result depends on that row alone."""
+    def blocked(x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[0]
+        if n == block:
+            return f(x)
+        pad = -n % block
+        if pad:
+            x = torch.cat([x, x.new_zeros(pad, x.shape[1])])
+        return torch.cat([f(x[i:i + block]) for i in range(0, x.shape[0], block)])[:n]
+
+    return blocked
+
+
 def random_weights_of(cfg: dict, dtype: torch.dtype, device: torch.device, seed: int = 0) -> dict[str, torch.Tensor]:
     """A Llama checkpoint's tensors for ``cfg`` (a config.json), drawn on ``device`` in ``dtype``.
 
@@ -112,9 +135,11 @@ class Llama:
     weights of its config.json's shapes (``random_weights``)."""
 
     def __init__(self, path: Path, dtype: torch.dtype, device: str | torch.device = "cpu",
-                 random_weights: bool = False) -> None:
+                 random_weights: bool = False, exact: bool = False) -> None:
         """Weights and rotary tables on ``device``. With ``random_weights`` only config.json is read: the
-        weights are drawn on the device (vLLM's dummy load format), so a GPU check needs no checkpoint."""
+        weights are drawn on the device (vLLM's dummy load format), so a GPU check needs no checkpoint.
+        ``exact``: every row's logits independent of the other rows of its step (``row_blocked``), so greedy
+        and seeded outputs repeat whatever they run beside."""
         cfg = json.loads((path / "config.json").read_text())
         if cfg.get("model_type") != "llama":
             raise ValueError(f"{path}: the CPU engine runs Llama checkpoints, not {cfg.get('model_type')!r}")
@@ -151,6 +176,8 @@ class Llama:
                     pack(w[p + "mlp.down_proj.weight"]),
                 )
             )
+        if exact:
+            self._make_exact()
         theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
         inv_freq = 1.0 / theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim)
         if rope.get("rope_type", rope.get("type")) == "llama3":
@@ -159,6 +186,15 @@ class Llama:
         # rotate_half(x) * sin == x.roll(D/2) * sin with the first half of sin negated.
         self.cos = torch.cat([angles.cos(), angles.cos()], dim=-1).to(self.device, dtype)
         self.sin = torch.cat([-angles.sin(), angles.sin()], dim=-1).to(self.device, dtype)
+
+    def _make_exact(self) -> None:
+        """Every matmul on fixed blocks of rows (``row_blocked``). oneDNN and MKL split a call's rows among
+        threads and tiles by its shape, so a row's result changes with its place in the call and the
+        call's size: a 45-token prefill and the same prompt prefilled as 32 + 13 tokens gave another K
+        from the first layer on."""
+        self.head = row_blocked(self.head)
+        self.layers = [(ln1, row_blocked(wqkv), row_blocked(wo), ln2, row_blocked(wgu), row_blocked(wdown))
+                       for ln1, wqkv, wo, ln2, wgu, wdown in self.layers]
 
     @staticmethod
     def _load(path: Path, dtype: torch.dtype, device: torch.device) -> dict[str, torch.Tensor]:
