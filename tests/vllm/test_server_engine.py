@@ -179,6 +179,13 @@ def test_a_request_the_server_refuses_is_its_own_error_line(server_engine: Serve
     assert out[1].error is None and out[3].error is None and out[1].output_ids == out[3].output_ids
 
 
+def test_outputs_keep_the_schemas_key_order(server_engine: ServerEngine, smollm2_checkpoint: Path) -> None:
+    from tests.vllm.test_vllm_features import assert_schema_order, ordered_requests
+
+    ids = chat_ids(smollm2_checkpoint, "Fill in the form.")
+    assert_schema_order(list(run(server_engine, ordered_requests(ids)).values()))
+
+
 def _computed(server: VllmServer) -> float:
     """The server's own count of prompt tokens it prefilled (not served from its prefix cache), from /metrics."""
     text = httpx.get(f"{server.url}/metrics", timeout=10).text

@@ -43,6 +43,30 @@ def test_structured_logprobs_and_n(engine: VllmEngine, smollm2_checkpoint: Path)
     assert three["usage"]["completion_tokens"] == sum(len(r.output_ids) for r in [out[3], *out[3].choices])
 
 
+# Keys in reverse alphabetical order: an engine that sorted them would show it.
+ORDERED = {"type": "object", "additionalProperties": False, "required": ["zeta", "mid", "alpha"],
+           "properties": {"zeta": {"type": "integer"}, "mid": {"enum": ["x", "y"]}, "alpha": {"type": "boolean"}}}
+
+
+def ordered_requests(ids: list[int], n: int = 6) -> list[GenRequest]:
+    fmt = {"type": "json_schema", "json_schema": {"name": "o", "schema": ORDERED, "strict": True}}
+    return [GenRequest(k, ids, sampling_params({"response_format": fmt, "temperature": 1.0, "seed": k}, 40))
+            for k in range(n)]
+
+
+def assert_schema_order(results) -> None:
+    finished = [json.loads(r.text) for r in results if r.finish_reason == "stop"]
+    assert len(finished) >= len(results) // 2, results
+    assert all(list(doc) == ["zeta", "mid", "alpha"] for doc in finished), finished
+
+
+def test_outputs_keep_the_schemas_key_order(engine: VllmEngine, smollm2_checkpoint: Path) -> None:
+    tok = load_tokenizer(smollm2_checkpoint)
+    text = tok.apply_chat_template([{"role": "user", "content": "Fill in the form."}], add_generation_prompt=True,
+                                   tokenize=False)
+    assert_schema_order(list(engine.generate(ordered_requests(tok(text, add_special_tokens=False)["input_ids"]))))
+
+
 def test_responses_forced_call_and_logprobs(engine: VllmEngine, smollm2_checkpoint: Path) -> None:
     """A Responses body goes through the same translation as on the CPU engine: a forced call generated under
     its function's schema, logprobs in output_text's shape."""
