@@ -43,7 +43,8 @@ def test_engine_args() -> None:
     args = engine_args(Path("/m"), SglangSettings(device="cpu", attention_backend="torch_native",
                                                   max_total_tokens=4096, disable_cuda_graph=True), tp=2)
     assert args == dict(model_path="/m", tp_size=2, schedule_policy="fcfs", chunked_prefill_size=2048,
-                        enable_priority_scheduling=True, log_level="warning", enable_mixed_chunk=True,
+                        enable_priority_scheduling=True, constrained_json_disable_any_whitespace=True,
+                        log_level="warning", enable_mixed_chunk=True,
                         max_total_tokens=4096, device="cpu",
                         attention_backend="torch_native", disable_cuda_graph=True)
     spec = engine_args(Path("/m"), SglangSettings(), spec=SpecConfig(method="ngram", tokens=4))

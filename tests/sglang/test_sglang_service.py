@@ -112,3 +112,21 @@ def test_ctrl_c_and_restart_lose_nothing(sglang_deployment: Deployment) -> None:
     out, err = read_lines(c, done.output_file_id), read_lines(c, done.error_file_id)
     assert err == [], err[:3]
     assert sorted(o["custom_id"] for o in out) == sorted(r["custom_id"] for r in rows)
+
+
+def test_outputs_keep_the_schemas_key_order(sglang_deployment: Deployment) -> None:
+    """Structured output on SGLang: every finished output writes its keys in the schema's order."""
+    import json
+
+    schema = {"type": "object", "additionalProperties": False, "required": ["zeta", "mid", "alpha"],
+              "properties": {"zeta": {"type": "integer"}, "mid": {"enum": ["x", "y"]}, "alpha": {"type": "boolean"}}}
+    rows = chat_lines(6, SMOLLM2, max_tokens=40, prefix="Fill in the form, ")
+    for i, row in enumerate(rows):
+        row["body"].update(temperature=1.0, seed=i, response_format={
+            "type": "json_schema", "json_schema": {"name": "o", "schema": schema, "strict": True}})
+    c = sglang_deployment.client()
+    b = run_batch(c, rows)
+    outs = [x["response"]["body"]["choices"][0] for x in read_lines(c, b.output_file_id)]
+    finished = [json.loads(o["message"]["content"]) for o in outs if o["finish_reason"] == "stop"]
+    assert len(finished) >= 3, outs
+    assert all(list(doc) == ["zeta", "mid", "alpha"] for doc in finished), finished

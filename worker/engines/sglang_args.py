@@ -48,6 +48,9 @@ def engine_args(model_path: Path, options: SglangSettings, *, tp: int = 1, spec:
     """Keyword arguments for `sglang.Engine`."""
     args: dict = dict(model_path=str(model_path), tp_size=tp, schedule_policy="fcfs",
                       enable_priority_scheduling=True,
+                      # compact JSON under a schema, as on the other engines: with free whitespace a small model
+                      # writes blank lines until max_tokens
+                      constrained_json_disable_any_whitespace=True,
                       chunked_prefill_size=options.chunked_prefill_size, log_level="warning")
     spec_args = (spec or SpecConfig()).sglang()
     if not spec_args:
