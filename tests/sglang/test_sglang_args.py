@@ -64,6 +64,8 @@ def test_priorities_put_interactive_first_and_batch_in_plan_order() -> None:
     """SGLang runs higher priorities first, then arrivals: a chat before any batch request, and a batch
     request retracted and queued again sorts back to its place in the plan."""
     assert priority(-1) == INTERACTIVE_PRIORITY > priority(0) > priority(1) > priority(500)
+    # SGLang's router refuses a priority past 32 bits (a 422), measured against sglang-router 0.3.2.
+    assert -(2**31) < priority(10**12) and INTERACTIVE_PRIORITY < 2**31
 
 
 def test_the_running_cap_is_what_sglangs_schedulers_run() -> None:

@@ -259,8 +259,9 @@ class SGLangEngine:
                     ids = without_stop_token(list(out.get("output_ids") or []),
                                              out["meta_info"].get("finish_reason"))
                     if len(ids) > sent.get(i, 0):
+                        entries = logprob_entries(out["meta_info"], sent.get(i, 0))
                         events.put(("tokens", r.key, (i, list(ids[sent.get(i, 0):]),
-                                                      logprob_entries(out["meta_info"], sent.get(i, 0)))))
+                                                      entries[:len(ids) - sent.get(i, 0)] if entries else entries)))
                         sent[i] = len(ids)
                 outs = [last[i] for i in sorted(last)]
             else:

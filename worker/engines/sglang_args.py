@@ -32,12 +32,15 @@ from core.config import SglangSettings
 from worker.engines.base import SamplingParams, TokenLogprob
 from worker.engines.speculative import SpecConfig
 
-INTERACTIVE_PRIORITY = 1 << 62     # above every batch request's; SGLang runs higher values first
+# SGLang's router takes a priority as a 32-bit integer (sglang-router 0.3.2 answers 422 past it).
+I32_MAX = (1 << 31) - 1
+INTERACTIVE_PRIORITY = I32_MAX     # above every batch request's; SGLang runs higher values first
 
 
 def priority(seq: int) -> int:
-    """SGLang's priority of the request at place `seq` in the plan (a negative seq: an interactive request)."""
-    return INTERACTIVE_PRIORITY if seq < 0 else -seq
+    """SGLang's priority of the request at place `seq` in the plan (a negative seq: an interactive request),
+    within the 32 bits SGLang's router accepts."""
+    return INTERACTIVE_PRIORITY if seq < 0 else -min(seq, I32_MAX)
 
 
 class Refused(ValueError):

@@ -53,7 +53,15 @@ from core.embeddings import split
 from core.embedstore import normalizes, pooling
 from worker.engines.base import EngineStats, GenRequest, device_profile
 from worker.engines.embed.engine import EmbedResult
-from worker.engines.sglang import CANCEL_SWEEP_S, URGENT_POLL_S, drain, launch, loop_thread, scheduler_info
+from worker.engines.sglang import (
+    CANCEL_SWEEP_S,
+    URGENT_POLL_S,
+    drain,
+    launch,
+    loop_thread,
+    resolved_args,
+    scheduler_info,
+)
 from worker.engines.sglang_args import engine_args
 
 MODEL_PACKAGE = "worker.engines"     # SGLANG_EXTERNAL_MODEL_PACKAGE: the package holding this module
@@ -63,6 +71,7 @@ def embedding_args(model_path: Path, options: SglangSettings, *, tp: int = 1, cu
     """Keyword arguments for `sglang.Engine` in embedding mode, pooling as the checkpoint says."""
     args = engine_args(Path(model_path), options, tp=tp)
     args.pop("enable_mixed_chunk", None)        # nothing is decoded: there is no step to mix
+    args.pop("enable_priority_scheduling", None)   # its requests carry no priority: plain FCFS
     overrides = {"pooling_type": pooling(model_path).upper(), "normalize": normalizes(model_path)}
     args.update(is_embedding=True, disable_radix_cache=True, chunked_prefill_size=-1,
                 json_model_override_args=json.dumps(overrides))
@@ -119,9 +128,9 @@ class SGLangEmbeddingEngine:
         cuda = self.options.device in ("", "cuda") and torch.cuda.is_available()
         self.engine = launch(factory, embedding_args(Path(model_path), self.options, tp=tp, cuda=cuda))
         self._capacity = int(scheduler_info(self.engine)["max_total_num_tokens"])
-        resolved = self.engine.server_args
-        self._step = min(int(getattr(resolved, "max_prefill_tokens", 0) or self._capacity), self._capacity)
-        running = getattr(resolved, "max_running_requests", None)
+        resolved = resolved_args(self.engine.server_args)      # 0.5.23: server_args keeps the raw input
+        self._step = min(int(resolved.get("max_prefill_tokens") or self._capacity), self._capacity)
+        running = resolved.get("max_running_requests")
         self._count_cap = 2 * int(running) if running else None
         self.loop, self.thread = loop_thread(self.engine)
         self._inputs = 0        # inputs handed to SGLang and not finished
