@@ -2,12 +2,22 @@
 vLLM's own choice on a GPU (nothing passed), what the operator set on either."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from core.config import VLLM_CPU_DEFAULTS, VllmSettings
 from worker.engines.vllm import VllmOptions
 
 DEVICE_ARGS = ("max_num_seqs", "max_num_batched_tokens", "enforce_eager")
+
+
+@pytest.fixture(autouse=True)
+def _no_vllm_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The defaults alone: no BLENDSERVE_VLLM_* from the environment the tests run in."""
+    for name in [n for n in os.environ if n.startswith("BLENDSERVE_VLLM_")]:
+        monkeypatch.delenv(name)
 
 
 
