@@ -16,3 +16,31 @@ def test_the_server_body_never_sends_vllm_a_top_p_of_zero() -> None:
     sent = body(req, "m", "vllm", False, True)
     assert (sent["top_p"], sent["top_k"], sent["temperature"]) == (1.0, 1, 0.7)
     assert body(req, "m", "openai", False, True)["top_p"] == 0.0      # OpenAI's own API takes it as is
+
+
+def test_vllms_running_cap_is_read_where_it_publishes_one() -> None:
+    """`/server_info?config_format=json` (VLLM_SERVER_DEV_MODE=1): max_num_seqs per data-parallel engine."""
+    from worker.engines.server.discovery import vllm_running_cap
+
+    config = {"scheduler_config": {"max_num_seqs": 1024}, "parallel_config": {"data_parallel_size": 2}}
+    assert vllm_running_cap(config) == 2048
+    assert vllm_running_cap({"scheduler_config": {"max_num_seqs": 128}}) == 128
+    assert vllm_running_cap({}) is None
+
+
+def test_the_window_without_a_published_cap() -> None:
+    """Twice the cap the server reports; with only its KV capacity, the KV window bounds it (ceiling 2048);
+    with neither, 256."""
+    from types import SimpleNamespace
+
+    from core.config import ServerEngineSettings
+    from worker.engines.server.discovery import ServerInfo
+    from worker.engines.server.engine import ServerEngine
+
+    def window(info: ServerInfo, **settings) -> int:
+        return ServerEngine.max_in_flight(SimpleNamespace(settings=ServerEngineSettings(**settings), info=info))
+
+    assert window(ServerInfo("m", "vllm", kv_tokens=10**6, running_cap=1024)) == 2048
+    assert window(ServerInfo("m", "vllm", kv_tokens=10**6)) == 2048
+    assert window(ServerInfo("m", "openai")) == 256
+    assert window(ServerInfo("m", "vllm", kv_tokens=10**6, running_cap=1024), max_in_flight=8) == 8
