@@ -48,7 +48,7 @@ def engine_settings(args: argparse.Namespace) -> SimpleNamespace:
     """What CpuEngineSettings holds (core/config.py), without pydantic, which this machine lacks: every field
     the engine reads (tests/engine/test_device_check.py keeps the two in step)."""
     return SimpleNamespace(threads=0, kv_gb=args.kv_gb, block_size=16, max_batch=args.max_running,
-                           max_batched_tokens=args.step_tokens, rush_tokens=256, cut_in=False, native=True,
+                           max_batched_tokens=args.step_tokens, rush_tokens=256, cut_in=False, native=True, exact=False,
                            device=args.device, load_format="dummy")
 
 
