@@ -14,7 +14,7 @@ from typing import Any
 from core import embeddings
 from core.fields import BodyError, ModelInfo, check_int, check_logit_bias, check_messages, check_number
 from core.responses_api import chat_messages
-from core.structured import constraint
+from core.structured import TOOL_CALL_OPEN, auto_tools, check_auto, constraint
 
 PROMPT_KEYS = ("messages", "prompt", "input")   # what a row does not copy: it stays in the input file
 UNSUPPORTED = {  # parameters we refuse rather than silently ignore
@@ -38,7 +38,9 @@ DESCRIPTIVE = {"user", "metadata", "store", "service_tier", "prompt_cache_key", 
 KNOWN = APPLIED | DESCRIPTIVE | UNSUPPORTED.keys()
 
 
-def check_sampling(body: dict, endpoint: str = "/v1/chat/completions") -> None:
+def check_sampling(body: dict, endpoint: str = "/v1/chat/completions", tool_calls: bool = False) -> None:
+    """The body's sampling parameters, as OpenAI checks them. `tool_calls`: the model's chat template has a
+    tool-call format (ModelInfo.tool_calls), so tool_choice "auto" can be served."""
     if body.get("stream"):
         raise BodyError("stream_unsupported", "'stream': true is not allowed in a batch.", "stream")
     unknown = sorted(body.keys() - KNOWN)
@@ -60,6 +62,7 @@ def check_sampling(body: dict, endpoint: str = "/v1/chat/completions") -> None:
         raise BodyError("invalid_value", f"'n' must be at most {MAX_N}, got {n}.", "n")
     check_logprobs(body, endpoint)
     constraint(body)
+    check_auto(body, tool_calls)
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not -2**63 <= seed < 2**63):
         raise BodyError("invalid_value", f"'seed' must be a 64-bit integer, got {seed!r}.", "seed")
@@ -95,9 +98,11 @@ def check_logprobs(body: dict, endpoint: str) -> None:
 
 
 def prompt_text(endpoint: str, body: dict, info: ModelInfo) -> str:
-    """The exact text the model sees for a validated body (chat template applied)."""
+    """The exact text the model sees for a validated body (chat template applied; under tool_choice "auto"
+    with the tools, which the template lists for the model)."""
     if endpoint == "/v1/chat/completions":
-        return info.render_chat(check_messages(body["messages"]))
+        messages = check_messages(body["messages"])
+        return info.render_chat(messages, tools=body["tools"]) if auto_tools(body) else info.render_chat(messages)
     if endpoint == "/v1/responses":
         return info.render_chat(chat_messages(body))
     prompt = body["prompt"]
@@ -135,9 +140,12 @@ def model_info(name: str, path: Path, tokenizer: Any = None) -> ModelInfo:
     backend.no_truncation()
     backend.no_padding()
     chat = SegmentEncoder(backend)
+    template = getattr(tok, "chat_template", None)
     return ModelInfo(
         name=name, context_length=context_length(path),
-        render_chat=lambda messages: tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False),
+        render_chat=lambda messages, tools=None: tok.apply_chat_template(messages, tools=tools,
+                                                                         add_generation_prompt=True, tokenize=False),
+        tool_calls=isinstance(template, str) and TOOL_CALL_OPEN in template and "tools" in template,
         encode=chat.encode,
         encode_prompt=lambda texts: [e.ids for e in backend.encode_batch(texts, add_special_tokens=True)],
     )
@@ -166,7 +174,8 @@ def check_interactive(endpoint: str, body: Any, info: ModelInfo) -> Interactive:
                                 or not isinstance(options.get("include_usage", False), bool)):
         raise BodyError("invalid_value", "'stream_options' must be an object such as {\"include_usage\": true}, "
                         "and only with 'stream': true.", "stream_options")
-    check_sampling({k: v for k, v in body.items() if k not in ("stream", "stream_options")}, endpoint)
+    check_sampling({k: v for k, v in body.items() if k not in ("stream", "stream_options")}, endpoint,
+                   info.tool_calls)
     if endpoint == "/v1/chat/completions":
         check_messages(body.get("messages"))
         mt = check_int(body, "max_completion_tokens", 1)

@@ -20,10 +20,13 @@ CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
 class ModelInfo:
     name: str
     context_length: int
-    render_chat: Callable[[list[dict]], str]           # messages -> prompt text (chat template applied)
+    render_chat: Callable[..., str]    # (messages, tools=None) -> prompt text (chat template applied)
     encode: Callable[[list[str]], list[list[int]]]     # batch of texts -> token ids (no extra special tokens)
     encode_prompt: Callable[[list[str]], list[list[int]]]  # completions prompts (tokenizer's own special tokens)
     task: str = "generate"      # "embed": an embedding model, served on /v1/embeddings only (core/embeddings.py)
+    # The chat template writes calls as <tool_call>{"name": ..., "arguments": ...}</tool_call> (Hermes' format,
+    # Qwen's and others'): tool_choice "auto" is served, the calls read back out of the text.
+    tool_calls: bool = False
 
 
 class BodyError(Exception):

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.fields import BodyError, check_int, check_messages, check_number
-from core.structured import check_tools, schema_constraint
+from core.structured import check_auto, check_tools, schema_constraint
 
 ENDPOINT = "/v1/responses"
 # Applied, or describing the caller (no effect on the output): accepted.
@@ -92,9 +92,11 @@ def chat_tools(body: dict) -> dict:
 
 
 def check_responses_tools(body: dict) -> None:
-    """chat's rules for tools, its errors in the Responses API's words."""
+    """chat's rules for tools, its errors in the Responses API's words. tool_choice "auto" is refused here
+    whatever the template: a Response's output would have to be split into message and call items."""
     try:
         check_tools(chat_tools(body))
+        check_auto(chat_tools(body), False)
     except BodyError as e:
         e.param = (e.param or "").replace(".function.", ".")
         e.message = e.message.replace(".function.", ".").replace(

@@ -55,6 +55,7 @@ class ToolCall:
     "tool_calls" when the model chose to call."""
     name: str | None
     finish_reason: str = "tool_calls"
+    auto: bool = False      # tool_choice "auto": the model writes text or calls, read back by parse_calls
 
 
 # Keywords whose value is data, written out as given (an object in `const` is output with its own key order).
@@ -204,12 +205,13 @@ def schema_constraint(fmt: Any, param: str) -> Constraint | None:
     return Constraint(canonical(schema), bool(strict))
 
 
-def check_tools(body: dict) -> tuple[Constraint, ToolCall] | None:
+def check_tools(body: dict) -> tuple[Constraint | None, ToolCall] | None:
     """Check `tools` and `tool_choice`; the constraint and the call's shape when a call is forced, else None.
 
     "none" (or no tools): plain text. A named function: its arguments, under its parameters' schema.
-    "required": one call of any listed function (a single function is the named case). "auto" would need a
-    tool-call format in the model's chat template that the worker parses out of free text: refused."""
+    "required": one call of any listed function (a single function is the named case). "auto" (the default
+    with tools): no constraint; the template lists the tools and the calls are read out of the text
+    (`parse_calls`), where the model's template has that format (`check_auto`)."""
     tools, choice = body.get("tools"), body.get("tool_choice")
     if tools in (None, []):
         if choice not in (None, "none"):
@@ -238,10 +240,7 @@ def check_tools(body: dict) -> tuple[Constraint, ToolCall] | None:
         check_schema(params, bool(strict), f"{p}.function.parameters")
         functions[name] = (params, bool(strict))
     if choice is None or choice == "auto":
-        raise BodyError("unsupported_value", "tool_choice 'auto' (the default when 'tools' are given) needs a chat "
-                        "template with a tool-call format, and the served model's has none: send tool_choice "
-                        "'required', a named function ({\"type\": \"function\", \"function\": {\"name\": ...}}) "
-                        "or 'none'.", "tool_choice")
+        return None, ToolCall(None, auto=True)       # served where the template can list tools (check_auto)
     if choice == "none":
         return None
     if choice == "required":
@@ -292,11 +291,50 @@ def _rebase(s: Any, name: str) -> Any:
 def constraint(body: dict) -> tuple[Constraint | None, ToolCall | None]:
     """The output's constraint from a chat or completions body: a forced tool call first, else
     `response_format`. Raises BodyError for what the checks above refuse."""
-    forced = check_tools(body)
+    tools = check_tools(body)
     fmt = schema_constraint(body.get("response_format"), "response_format")
-    if forced is not None:
-        return forced
-    return fmt, None
+    if tools is not None and tools[0] is not None:
+        return tools
+    return fmt, tools[1] if tools is not None else None
+
+
+def auto_tools(body: dict) -> bool:
+    """The body gives tools and lets the model choose (tool_choice "auto", OpenAI's default with tools)."""
+    return bool(body.get("tools")) and body.get("tool_choice") in (None, "auto")
+
+
+def check_auto(body: dict, tool_calls: bool) -> None:
+    """Refuse tool_choice "auto" for a model whose chat template has no tool-call format (`tool_calls`)."""
+    if auto_tools(body) and not tool_calls:
+        raise BodyError("unsupported_value", "tool_choice 'auto' (the default when 'tools' are given) needs a chat "
+                        "template with a tool-call format, and the served model's has none: send tool_choice "
+                        "'required', a named function ({\"type\": \"function\", \"function\": {\"name\": ...}}) "
+                        "or 'none'.", "tool_choice")
+
+
+TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
+_CALL = re.compile(re.escape(TOOL_CALL_OPEN) + r"\s*(.*?)\s*" + re.escape(TOOL_CALL_CLOSE), re.S)
+
+
+def parse_calls(text: str) -> tuple[str | None, list[tuple[str, str]]]:
+    """Under tool_choice "auto": the text before the first call (None if empty) and each call's name and
+    arguments (JSON text) from `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks. Text whose
+    blocks do not all parse as calls is an answer, with no calls (as vLLM's hermes parser does)."""
+    found = _CALL.findall(text)
+    if not found:
+        return text, []
+    calls = []
+    for raw in found:
+        try:
+            call = json.loads(raw)
+            name, args = call["name"], call.get("arguments", {})
+        except (ValueError, KeyError, TypeError):
+            return text, []
+        if not isinstance(name, str):
+            return text, []
+        calls.append((name, args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)))
+    content = text[:text.index(TOOL_CALL_OPEN)].strip()
+    return content or None, calls
 
 
 def split_call(tool: ToolCall, text: str) -> tuple[str, str] | None:

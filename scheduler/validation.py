@@ -22,8 +22,9 @@ from typing import Any
 import orjson
 
 from core import embeddings, responses_api
-from core.bodies import PROMPT_KEYS, check_sampling, tokenize
+from core.bodies import PROMPT_KEYS, check_sampling, prompt_text, tokenize
 from core.fields import SPECIAL_MARGIN, BodyError, ModelInfo, check_int, check_messages, utf8_len
+from core.structured import auto_tools
 
 MAX_ERRORS = 100
 MAX_TOKEN_ID = 2**31      # token ids are stored as int32; no vocabulary comes near
@@ -151,7 +152,7 @@ def _check_request(env: _Envelope, lineno: int, endpoint: str, models: dict[str,
             raise BodyError("stream_unsupported", "'stream': true is not allowed in a batch.", "stream")
         messages, mt = responses_api.check_responses(body)
     else:
-        check_sampling(body, endpoint)
+        check_sampling(body, endpoint, info.tool_calls)
     if endpoint in ("/v1/chat/completions", responses_api.ENDPOINT):
         if endpoint == "/v1/chat/completions":
             messages = check_messages(body.get("messages"))
@@ -165,6 +166,8 @@ def _check_request(env: _Envelope, lineno: int, endpoint: str, models: dict[str,
                 raise BodyError("invalid_value", f"The model's chat template refuses these messages: {e}",
                                 "messages") from e
         bound = skeletons[roles] + sum(map(utf8_len, (m["content"] for m in messages))) + SPECIAL_MARGIN
+        if endpoint == "/v1/chat/completions" and auto_tools(body):     # the template lists the tools too
+            bound = utf8_len(prompt_text(endpoint, body, info)) + SPECIAL_MARGIN
         return ValidRequest(lineno, cid, body, model, mt, bound=bound)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):

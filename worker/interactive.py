@@ -244,10 +244,12 @@ class InteractiveServer:
             else:
                 for i, r in enumerate([value, *value.choices]):
                     message, finish = chat_message(r, tool) if chat else ({}, r.finish_reason)
-                    if held:
-                        calls = message.get("tool_calls")
-                        send([piece(i, None, delta={"tool_calls": [{"index": 0, **calls[0]}]} if calls
-                                    else {"content": r.text})])
+                    if held:        # the whole answer at once: its text, then its calls
+                        calls = message.get("tool_calls") or []
+                        delta = {"content": message["content"]} if message.get("content") else {}
+                        if calls:
+                            delta["tool_calls"] = [{"index": k, **c} for k, c in enumerate(calls)]
+                        send([piece(i, None, delta=delta or {"content": r.text})])
                     elif rest := texts[i].close(r.text):
                         send([piece(i, rest)])
                     send([piece(i, None if chat else "", finish=finish)])

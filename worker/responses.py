@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 
 from core.ids import new_id
-from core.structured import ToolCall, constraint, split_call
+from core.structured import ToolCall, constraint, parse_calls, split_call
 from worker.engines.base import GenResult, SamplingParams, TokenLogprob
 
 
@@ -78,9 +78,18 @@ def completion_logprobs(entries: list[TokenLogprob] | None, offset: int = 0) -> 
 
 
 def chat_message(r: GenResult, tool: ToolCall | None) -> tuple[dict, str]:
-    """The assistant message of one choice and its finish_reason: a forced call becomes `tool_calls`."""
+    """The assistant message of one choice and its finish_reason: a forced call becomes `tool_calls`; under
+    tool_choice "auto" the calls the model wrote do (`parse_calls`), beside any text before them."""
     if tool is None:
         return {"role": "assistant", "content": r.text, "refusal": None}, r.finish_reason
+    if tool.auto:
+        content, found = parse_calls(r.text)
+        if not found:
+            return {"role": "assistant", "content": r.text, "refusal": None}, r.finish_reason
+        calls = [{"id": new_id("call_"), "type": "function", "function": {"name": name, "arguments": args}}
+                 for name, args in found]
+        return {"role": "assistant", "content": content, "refusal": None, "tool_calls": calls}, \
+            "tool_calls" if r.finish_reason == "stop" else r.finish_reason
     call = split_call(tool, r.text)
     if call is None:                      # cut off by max_tokens: no call to return
         return {"role": "assistant", "content": r.text, "refusal": None}, r.finish_reason

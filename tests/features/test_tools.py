@@ -1,7 +1,7 @@
 """Tools: `tools` (functions) with tool_choice "none", "required" and a named function, the call generated under
 the function's JSON schema and returned as message.tool_calls with OpenAI's finish_reason ("stop" for a named function,
-"tool_calls" under "required"); "auto" is a clear
-400 (the served chat templates have no tool-call format); in a batch and interactively (plain and streamed)."""
+"tool_calls" under "required"); "auto" is a clear 400 where the chat template has no tool-call format (served where it
+has one: tests/features/test_auto_tools.py); in a batch and interactively (plain and streamed)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from core.fields import BodyError
-from core.structured import check_tools
+from core.structured import ToolCall, check_auto, check_tools
 from tests.conftest import TINY
 from tests.live import read_lines, run_batch
 
@@ -27,9 +27,11 @@ PARAMS = {"get_weather": WEATHER, "get_time": TIME}
 
 def test_tool_choice_rules() -> None:
     for choice in (None, "auto"):
-        with pytest.raises(BodyError) as e:
-            check_tools({"tools": TOOLS, "tool_choice": choice})
+        with pytest.raises(BodyError) as e:       # a template without a tool-call format
+            check_auto({"tools": TOOLS, "tool_choice": choice}, False)
         assert e.value.param == "tool_choice" and "auto" in e.value.message
+        check_auto({"tools": TOOLS, "tool_choice": choice}, True)
+        assert check_tools({"tools": TOOLS, "tool_choice": choice}) == (None, ToolCall(None, auto=True))
     with pytest.raises(BodyError, match="not in 'tools'"):
         check_tools({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}})
     assert check_tools({"tools": TOOLS, "tool_choice": "none"}) is None
