@@ -51,8 +51,10 @@ MAX_BODY = 8 * 1024 * 1024
 
 
 class InteractiveServer:
-    def __init__(self, lane: Lane, info: ModelInfo, tokenizer, model_name: str, host: str, port: int) -> None:
+    def __init__(self, lane: Lane, info: ModelInfo, tokenizer, model_name: str, host: str, port: int,
+                 fingerprint: str | None = None) -> None:
         self.lane, self.info, self.tokenizer, self.model_name = lane, info, tokenizer, model_name
+        self.fingerprint = fingerprint      # system_fingerprint of what the engine computes (worker/engines/base.py)
         self.calls: dict[int, Call] = {}
         self.closing = False
         # Only the API may call: with BLENDSERVE_WORKER_SECRET set, a call without it is a 401. Off loopback,
@@ -178,6 +180,7 @@ class InteractiveServer:
             kind, value = call.next(h)
         if kind == "error":
             return send_json(h, 503, error_body(value, "worker_stopping", None, "server_error"))
+        value.fingerprint = value.fingerprint or self.fingerprint
         send_json(h, 200, response_body(call.endpoint, self.model_name, value, call.tool))
 
     def _stream(self, h: BaseHTTPRequestHandler, call: Call, texts: list[TextStream], include_usage: bool,
@@ -193,7 +196,7 @@ class InteractiveServer:
 
         def send(choices: list[dict], use: dict | None = None) -> None:
             body = {"id": cid, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
-                    "model": self.model_name, "system_fingerprint": None, "choices": choices}
+                    "model": self.model_name, "system_fingerprint": self.fingerprint, "choices": choices}
             if include_usage:
                 body["usage"] = use
             h.wfile.write(b"data: " + json.dumps(body).encode() + b"\n\n")

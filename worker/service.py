@@ -63,7 +63,7 @@ from core.migrate import upgrade
 from core.models import Worker
 from core.structured import ToolCall
 from worker import api_results, claims, writes
-from worker.engines.base import Engine, GenRequest, GenResult, engine_stats
+from worker.engines.base import Engine, GenRequest, GenResult, engine_fingerprint, engine_stats
 from worker.interactive import InteractiveServer
 from worker.lane import Lane, Share
 from worker.poison import PoisonRequests, Suspect
@@ -88,6 +88,7 @@ class WorkerService(PoisonRequests):
         """`model_path` (its tokenizer) enables the interactive endpoint; rank r of a process listens on
         BLENDSERVEWORKER_PORT + r (any free port when that is 0)."""
         self.settings, self.engine = settings, engine
+        self.fingerprint = engine_fingerprint(engine)     # each result's system_fingerprint
         upgrade(settings.db_url)
         self.sessions = make_sessionmaker(shared_engine(settings.db_url, settings.db_pool_size))
         self.id = new_id("worker_")
@@ -120,7 +121,8 @@ class WorkerService(PoisonRequests):
             return None
         port = st.worker_port + rank if st.worker_port else 0
         info, tokenizer = tokenizer_side(self.engine.model_name, model_path)
-        return InteractiveServer(self.lane, info, tokenizer, self.engine.model_name, st.worker_host, port)
+        return InteractiveServer(self.lane, info, tokenizer, self.engine.model_name, st.worker_host, port,
+                                 self.fingerprint)
 
     def _url(self) -> str | None:
         if self.interactive is None:
@@ -325,6 +327,7 @@ class WorkerService(PoisonRequests):
                         lambda: self._settled(cid))
 
     def _response(self, endpoint: str, res: GenResult) -> dict:
+        res.fingerprint = res.fingerprint or self.fingerprint
         if endpoint in api_results.ENDPOINTS:
             return api_results.result_body(endpoint, self.engine.model_name, res, self.bodies.pop(res.key, {}))
         return response_body(endpoint, self.engine.model_name, res, self.tools.pop(res.key, None))

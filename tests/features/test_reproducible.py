@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from tests.conftest import SQLITE_ONLY, TINY
-from tests.live import chat_lines, run_batch
+from tests.live import chat_lines, read_lines, run_batch
 
 ASK = [{"role": "user", "content": "Name three colours of the sea at dawn."}]
 
@@ -27,4 +27,17 @@ def test_a_seeded_chat_repeats_beside_different_batches(make_deployment) -> None
             beside.join()
     assert {k: len(v) for k, v in answers.items()} == {"seeded": 1, "greedy": 1}, answers
     [fp] = prints
+    assert fp.startswith("fp_") and len(fp) == 13
+    # Every answer says what computed it: batch lines and stream chunks carry the same fingerprint.
+    b = run_batch(c, chat_lines(2, TINY, max_tokens=2))
+    assert {x["response"]["body"]["system_fingerprint"] for x in read_lines(c, b.output_file_id)} == {fp}
+    chunks = list(c.chat.completions.create(model=TINY, messages=ASK, max_tokens=2, stream=True))
+    assert {ch.system_fingerprint for ch in chunks} == {fp}
+
+
+@SQLITE_ONLY
+def test_the_fingerprint_names_the_mode(deployment) -> None:
+    """Without exact mode the same engine and model answer under another fingerprint."""
+    c = deployment.client()
+    fp = c.chat.completions.create(model=TINY, messages=ASK, max_tokens=2).system_fingerprint
     assert fp.startswith("fp_") and len(fp) == 13

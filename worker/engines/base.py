@@ -100,6 +100,16 @@ def fingerprint(*parts: object) -> str:
     return "fp_" + hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:10]
 
 
+def engine_fingerprint(engine: object) -> str:
+    """The engine's own fingerprint where it has one (the CPU engine's names its numerics), else one of its
+    kind and model: what computed a result, on engines whose outputs a seed does not pin."""
+    own = getattr(engine, "fingerprint", None)
+    if isinstance(own, str) and own:
+        return own
+    kind = type(engine)
+    return fingerprint(kind.__module__, kind.__qualname__, getattr(engine, "model_name", ""))
+
+
 def device_profile() -> str | None:
     """The name of the planner's hardware profile (scheduler.planner.perf.HARDWARE) for the device torch
     computes on here: "cpu" without CUDA, the GPU's by its name where the planner has one, else None.
