@@ -205,7 +205,18 @@ class RedactSecrets(logging.Filter):
         return True
 
 
+class QuietProbes(logging.Filter):
+    """No access-log line for a probe (`/health`, `/ready`): an orchestrator, a load balancer or `serve`'s own
+    readiness check asks every second or two, and those lines would bury the requests (their answers are
+    the prober's to report, and /metrics counts them)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        return not (isinstance(args, tuple) and len(args) >= 3 and args[2] in ("/health", "/ready"))
+
+
 def redact_access_log() -> None:
     access = logging.getLogger("uvicorn.access")
-    if not any(isinstance(f, RedactSecrets) for f in access.filters):
-        access.addFilter(RedactSecrets())
+    for kind in (RedactSecrets, QuietProbes):
+        if not any(isinstance(f, kind) for f in access.filters):
+            access.addFilter(kind())

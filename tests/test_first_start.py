@@ -51,10 +51,12 @@ def test_serve_says_one_line_per_role_and_ready_once_a_chat_is_answered(tmp_path
     env = {k: v for k, v in os.environ.items() if not k.startswith("BLENDSERVE_")}
     env["BLENDSERVE_API_KEYS"] = f"tenant-a:{KEY}"          # the probe uses the first key, as a user would
     proc = subprocess.Popen([sys.executable, "-m", "blendserve", "serve", "--port", str(port), "--data-dir",
-                             str(data)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             str(data)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     lines: queue.Queue[str] = queue.Queue()
+    access: list[str] = []          # stdout: uvicorn's access log
     threading.Thread(target=lambda: [lines.put(line.rstrip("\n")) for line in proc.stderr], daemon=True).start()
+    threading.Thread(target=lambda: [access.append(line) for line in proc.stdout], daemon=True).start()
     seen: list[str] = []
     try:
         deadline = time.time() + 120
@@ -88,3 +90,5 @@ def test_serve_says_one_line_per_role_and_ready_once_a_chat_is_answered(tmp_path
     assert {k: len(v) for k, v in role_lines.items()} == dict.fromkeys(role_lines, 1), text
     assert len(seen) == len(role_lines), text        # and nothing else
     assert "without auth" not in text
+    # The readiness probe polls /ready: no access-log line for it (nor for /health), the chats it sends are.
+    assert access and not [a for a in access if "/ready" in a or "/health" in a], access
