@@ -1,7 +1,8 @@
 """`blendserve estimate FILE.jsonl`: how long a batch file will take, before it runs.
 
 The file goes through the service's own validation and tokenizer (so a file
-the service would refuse is refused here, with the same line errors), then the
+the service would refuse is refused here, with the same line errors, and a
+request that would fail alone is listed and left out), then the
 planner orders it under FCFS, DFS and BlendServe and the simulator runs each
 order on a hardware profile. Output lengths are unknown before a run: each
 request is assumed to produce ``--output-tokens`` (default 256) capped by its
@@ -61,10 +62,12 @@ def _model(spec: str | None) -> tuple[str, Path]:
 
 
 def load(file: Path, endpoint: str, name: str, path: Path):
-    """The file's requests as a planner Workload (prompt ids, max_tokens) and their bodies, or the line errors."""
+    """The file's requests as a planner Workload (prompt ids, max_tokens), their bodies, and the line errors:
+    as the service does, a file-level error refuses the file (no workload) and a request's own error leaves
+    that request out (its error listed) while the rest is estimated."""
     from core.bodies import model_info
     from scheduler.planner import Workload
-    from scheduler.validation import LineError, context_error, tokenize, validate
+    from scheduler.validation import LineError, context_error, tokenize_each, validate
 
     info = model_info(name, path)
     models = {name: info}
@@ -72,21 +75,30 @@ def load(file: Path, endpoint: str, name: str, path: Path):
         found = list(validate(f, endpoint, models, max_lines=sys.maxsize))
     errors = [r for r in found if isinstance(r, LineError)]
     valid = [r for r in found if not isinstance(r, LineError)]
-    if not errors:
-        todo = [r for r in valid if r.prompt_ids is None]
-        for i in range(0, len(todo), 256):
-            group = todo[i:i + 256]
-            for r, ids in zip(group, tokenize(endpoint, [r.body for r in group], info)):
+    if any(e.fails_file for e in errors):
+        return None, [], [e for e in errors if e.fails_file]
+    todo = [r for r in valid if r.prompt_ids is None]
+    for i in range(0, len(todo), 256):
+        group = todo[i:i + 256]
+        for r, ids in zip(group, tokenize_each(endpoint, [r.body for r in group], info)):
+            if isinstance(ids, Exception):
+                errors.append(LineError(r.line, "tokenization_failed", f"The prompt could not be tokenized: {ids}",
+                                        None, r.custom_id, r.model))
+            else:
                 r.prompt_ids = ids
-        errors = [e for e in (context_error(r, info) for r in valid) if e]
-    if errors:
+    valid = [r for r in valid if r.prompt_ids is not None]
+    errors += [e for e in (context_error(r, info) for r in valid) if e]
+    failed = {e.line for e in errors}
+    valid = [r for r in valid if r.line not in failed]
+    errors.sort(key=lambda e: e.line)
+    if not valid:
         return None, [], errors
     lens = np.array([len(r.prompt_ids) for r in valid], dtype=np.int64)
     return Workload(np.concatenate([np.asarray(r.prompt_ids, dtype=np.int32) for r in valid]),
                     np.concatenate([[0], np.cumsum(lens)]),
                     # n choices: n times the output of one (as completion_tokens and the service's planner count)
                     np.array([r.max_tokens * (r.body.get("n") or 1) for r in valid])), \
-        [r.body for r in valid], []
+        [r.body for r in valid], errors
 
 
 def sampled_lengths(w, bodies: list[dict], model_path: Path, name: str, count: int, seed: int = 0) -> np.ndarray:
@@ -182,9 +194,10 @@ def main(argv: list[str]) -> int:
         return 2
     name, path = _model(args.model)
     w, bodies, errors = load(args.file, args.endpoint, name, path)
-    if errors:
-        for e in errors[:20]:
-            print(f"line {e.line}: {e.code}: {e.message}", file=sys.stderr)
+    for e in errors[:20]:
+        alone = "" if e.fails_file or w is None else " (this request would fail alone; the rest is estimated)"
+        print(f"line {e.line}: {e.code}: {e.message}{alone}", file=sys.stderr)
+    if w is None:
         return 1
     count = args.sample if args.sample is not None else CPU_SAMPLE if args.gpu == "cpu" else 0
     lengths = None

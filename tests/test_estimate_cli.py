@@ -40,7 +40,16 @@ def test_estimate_refuses_what_the_service_refuses(tiny_model, tmp_path):
     f = tmp_path / "bad.jsonl"
     f.write_text('{"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "x"}}\n')
     r = _estimate(tiny_model, f)
-    assert r.returncode == 1 and "line 1: model_not_found" in r.stderr
+    assert r.returncode == 1 and "line 1: model_not_found" in r.stderr      # nothing left to estimate
+    good = chat_lines(3, "tiny-llama", max_tokens=8)
+    f.write_bytes(jsonl(good) + b"{not json\n")                              # the file's own error: refused
+    r = _estimate(tiny_model, f)
+    assert r.returncode == 1 and "line 4: invalid_json_line" in r.stderr
+    good[1]["body"]["temperature"] = 9                                      # a request's own: listed, left out
+    f.write_bytes(jsonl(good))
+    r = _estimate(tiny_model, f, "--json")
+    assert r.returncode == 0, r.stderr
+    assert "line 2: invalid_value" in r.stderr and "fail alone" in r.stderr
 
 
 def test_cpu_estimate_learns_output_lengths_from_a_sample_run(tiny_model, tmp_path):
