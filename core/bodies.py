@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from core import embeddings
-from core.fields import BodyError, ModelInfo, check_int, check_logit_bias, check_messages, check_number
+from core.fields import BodyError, ModelInfo, check_int, check_logit_bias, check_messages, check_number, is_token_ids
 from core.responses_api import chat_messages
 from core.structured import TOOL_CALL_OPEN, auto_tools, check_auto, constraint
 
@@ -130,7 +130,7 @@ def model_info(name: str, path: Path, tokenizer: Any = None) -> ModelInfo:
     from tokenizers import Tokenizer
 
     from core.embedstore import is_embedding_checkpoint
-    from core.modelstore import context_length, load_tokenizer
+    from core.modelstore import context_length, load_tokenizer, vocab_size
     from core.segments import SegmentEncoder
 
     if is_embedding_checkpoint(path):
@@ -146,6 +146,7 @@ def model_info(name: str, path: Path, tokenizer: Any = None) -> ModelInfo:
         render_chat=lambda messages, tools=None: tok.apply_chat_template(messages, tools=tools,
                                                                          add_generation_prompt=True, tokenize=False),
         tool_calls=isinstance(template, str) and TOOL_CALL_OPEN in template and "tools" in template,
+        vocab_size=vocab_size(path),
         encode=chat.encode,
         encode_prompt=lambda texts: [e.ids for e in backend.encode_batch(texts, add_special_tokens=True)],
     )
@@ -184,11 +185,9 @@ def check_interactive(endpoint: str, body: Any, info: ModelInfo) -> Interactive:
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
             prompt = prompt[0]
-        if not (isinstance(prompt, str) and prompt) and not (
-                isinstance(prompt, list) and prompt
-                and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prompt)):
-            raise BodyError("invalid_value", "'prompt' must be a non-empty string or an array of token ids.",
-                            "prompt")
+        if not (isinstance(prompt, str) and prompt) and not is_token_ids(prompt, info.vocab_size):
+            raise BodyError("invalid_value", "'prompt' must be a non-empty string or an array of token ids"
+                            + (f" below the vocabulary size, {info.vocab_size}." if info.vocab_size else "."), "prompt")
         mt = check_int(body, "max_tokens", 1)
         mt = 16 if mt is None else mt
     ids = list(body["prompt"]) if endpoint == "/v1/completions" and isinstance(body["prompt"], list) \

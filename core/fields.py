@@ -27,6 +27,15 @@ class ModelInfo:
     # The chat template writes calls as <tool_call>{"name": ..., "arguments": ...}</tool_call> (Hermes' format,
     # Qwen's and others'): tool_choice "auto" is served, the calls read back out of the text.
     tool_calls: bool = False
+    vocab_size: int | None = None   # token ids a prompt may hold are below it (None: unknown, below 2**31)
+
+
+def is_token_ids(v: Any, vocab_size: int | None) -> bool:
+    """A non-empty list of token ids of the vocabulary. An id past it would fail the engine's embedding
+    lookup in the middle of a step shared with other requests, so it is refused at the door."""
+    top = vocab_size or 2**31
+    return isinstance(v, list) and bool(v) and all(
+        isinstance(t, int) and not isinstance(t, bool) and 0 <= t < top for t in v)
 
 
 class BodyError(Exception):

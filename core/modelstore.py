@@ -200,6 +200,12 @@ def _config(path: Path) -> dict:
     return json.loads((Path(path) / "config.json").read_text())
 
 
+def vocab_size(path: Path) -> int | None:
+    """The embedding table's rows (config.json's ``vocab_size``): every token id is below it."""
+    size = _config(path).get("vocab_size")
+    return int(size) if size else None
+
+
 def context_length(path: Path) -> int:
     """The model's context window (``max_position_embeddings``)."""
     return int(_config(path)["max_position_embeddings"])

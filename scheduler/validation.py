@@ -23,11 +23,10 @@ import orjson
 
 from core import embeddings, responses_api
 from core.bodies import PROMPT_KEYS, check_sampling, prompt_text, tokenize
-from core.fields import SPECIAL_MARGIN, BodyError, ModelInfo, check_int, check_messages, utf8_len
+from core.fields import SPECIAL_MARGIN, BodyError, ModelInfo, check_int, check_messages, is_token_ids, utf8_len
 from core.structured import auto_tools
 
 MAX_ERRORS = 100
-MAX_TOKEN_ID = 2**31      # token ids are stored as int32; no vocabulary comes near
 
 
 @dataclass
@@ -176,11 +175,12 @@ def _check_request(env: _Envelope, lineno: int, endpoint: str, models: dict[str,
     mt = 16 if mt is None else mt            # the completions endpoint's documented default
     if isinstance(prompt, str) and prompt:
         return ValidRequest(lineno, cid, body, model, mt, bound=utf8_len(prompt) + SPECIAL_MARGIN)
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool)
-                                                   and 0 <= t < MAX_TOKEN_ID for t in prompt):
+    if is_token_ids(prompt, info.vocab_size):
         return ValidRequest(lineno, cid, body, model, mt, prompt_ids=list(prompt))
+    below = f" below the vocabulary size, {info.vocab_size}" if info.vocab_size else ""
     raise BodyError("invalid_value",
-                    "'prompt' must be a non-empty string or an array of token ids (one prompt per line).", "prompt")
+                    f"'prompt' must be a non-empty string or an array of token ids{below} (one prompt per line).",
+                    "prompt")
 
 
 def _embeddings_line(body: dict, lineno: int, cid: str, model: str, info: ModelInfo) -> ValidRequest:

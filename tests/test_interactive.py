@@ -3,6 +3,7 @@
 OpenAI gives them, and interactive requests answered while a batch runs on the same worker, ahead of it."""
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
@@ -60,7 +61,7 @@ def test_completions_sync_and_streamed(lane) -> None:
     assert parts[-1].choices[0].finish_reason == "length"
 
 
-def test_errors_are_openai_shaped(lane) -> None:
+def test_errors_are_openai_shaped(lane, tiny_model) -> None:
     c = lane.client(KEY)
     with pytest.raises(openai.BadRequestError) as e:          # checked by the worker, as a batch line is
         c.chat.completions.create(model=TINY, messages=[], max_tokens=4)
@@ -70,6 +71,11 @@ def test_errors_are_openai_shaped(lane) -> None:
     assert e.value.body["param"] == "stream_options"
     with pytest.raises(openai.BadRequestError):
         c.chat.completions.create(model=TINY, messages=HELLO, tools=[{"type": "function", "function": {"name": "f"}}])
+    vocab = json.loads((tiny_model / "config.json").read_text())["vocab_size"]
+    with pytest.raises(openai.BadRequestError) as e:          # a token id past the vocabulary: refused at the door
+        c.completions.create(model=TINY, prompt=[1, vocab], max_tokens=2)
+    assert e.value.body["param"] == "prompt" and "vocabulary" in e.value.body["message"]
+    assert c.completions.create(model=TINY, prompt=[1, 2, 3], max_tokens=2).choices[0].text is not None
     with pytest.raises(openai.NotFoundError) as e:
         c.chat.completions.create(model="no-such-model", messages=HELLO)
     assert e.value.body["code"] == "model_not_found"

@@ -199,3 +199,16 @@ def test_a_batch_cancelled_while_validating_keeps_no_rows(tmp_path, info):
     assert rows_of(sessions) == []
     with sessions() as s:
         assert s.get(Batch, "batch_x").status == "cancelling"     # lifecycle finishes the cancel
+
+
+def test_token_ids_past_the_vocabulary_fail_alone(info):
+    """A prompt of token ids holding one past the vocabulary is that line's error (an engine's embedding lookup
+    would fail the whole step); ids within it pass."""
+    vocab = info.vocab_size
+    assert vocab and vocab > 100
+    rows = [{"custom_id": f"c{i}", "method": "POST", "url": "/v1/completions",
+             "body": {"model": "m", "prompt": p, "max_tokens": 2}} for i, p in enumerate([[1, 2], [1, vocab], [2**40]])]
+    out = list(validate([json.dumps(r).encode() for r in rows], "/v1/completions", {"m": info}, 10))
+    ok = [r for r in out if isinstance(r, ValidRequest)]
+    bad = sorted((e.line, e.param, e.fails_file) for e in out if isinstance(e, LineError))
+    assert [r.custom_id for r in ok] == ["c0"] and bad == [(2, "prompt", False), (3, "prompt", False)]
