@@ -2,10 +2,29 @@
 the batch beside it all finish."""
 from __future__ import annotations
 
-from tests.conftest import TINY
-from tests.live import chat_lines, jsonl, read_lines, wait_batch
+import json
+import shutil
 
-POISON = 100_000    # a token id far outside the tiny model's 512-token vocabulary: the engine raises on it
+import pytest
+
+from tests.conftest import TINY
+from tests.live import Deployment, chat_lines, jsonl, pg_schema_url, read_lines, wait_batch
+
+POISON = 100_000    # past the tiny model's real 512-row embedding table: the engine raises on it
+
+
+@pytest.fixture(scope="module")
+def deployment(tiny_model, backend, tmp_path_factory):
+    """The tiny model behind a config.json that claims a larger vocabulary than its weights hold (a checkpoint
+    whose config and weights disagree): validation lets POISON through, the engine's lookup raises on it."""
+    path = tmp_path_factory.mktemp("lying") / "model"
+    shutil.copytree(tiny_model, path)
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**config, "vocab_size": 2 * POISON}))
+    d = Deployment(tmp_path_factory.mktemp(f"bs-{backend}"), "" if backend == "sqlite" else pg_schema_url(),
+                   f"{TINY}={path}").start_all()
+    yield d
+    d.stop()
 
 
 def _completion(i: int, prompt) -> dict:
