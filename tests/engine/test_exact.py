@@ -23,7 +23,7 @@ def test_row_blocked_rows_do_not_depend_on_their_call() -> None:
     for m in (2, 13, 32, 45, 100, 300):
         rows = torch.cat([x[1:m], x[:1]])                 # the row last, at every place within a block
         assert torch.equal(f(rows)[-1:], alone), m
-    assert f(x[:45]).shape == (45, 1536)
+    assert f(x[:45]).shape == (45, 1536) and f(x[:0]).shape == (0, 1536)
 
 
 @torch.inference_mode()
@@ -53,6 +53,14 @@ def test_a_prompt_chunked_or_beside_others_gives_the_same_logits(smollm2_checkpo
     beside = m.forward(torch.tensor(other + ids), torch.cat([torch.arange(30), torch.arange(45)]), attn,
                        torch.tensor([29, 74]))
     assert torch.equal(beside[1:], whole)
+
+
+def test_a_prompt_longer_than_a_step_runs(tiny_model: Path) -> None:
+    """A prompt cut over several steps: the first steps sample nothing (an empty output projection)."""
+    eng = CpuEngine(tiny_model, "tiny", threads=1, step_tokens=16, kv_capacity_tokens=4096,
+                    config=CpuEngineSettings(exact=True))
+    [r] = list(eng.generate([GenRequest(0, list(range(3, 60)), SamplingParams(max_tokens=3, temperature=0.0))]))
+    assert len(r.output_ids) == 3
 
 
 def test_seeded_and_greedy_requests_repeat_beside_any_batch(smollm2_checkpoint: Path) -> None:
