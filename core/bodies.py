@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from core import embeddings
-from core.fields import BodyError, ModelInfo, check_int, check_logit_bias, check_messages, check_number, is_token_ids
+from core.fields import (
+    BodyError,
+    ModelInfo,
+    check_int,
+    check_logit_bias,
+    check_messages,
+    check_number,
+    is_token_ids,
+    token_ids_rule,
+)
 from core.responses_api import chat_messages
 from core.structured import TOOL_CALL_OPEN, auto_tools, check_auto, constraint
 
@@ -186,8 +195,8 @@ def check_interactive(endpoint: str, body: Any, info: ModelInfo) -> Interactive:
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
             prompt = prompt[0]
         if not (isinstance(prompt, str) and prompt) and not is_token_ids(prompt, info.vocab_size):
-            raise BodyError("invalid_value", "'prompt' must be a non-empty string or an array of token ids"
-                            + (f" below the vocabulary size, {info.vocab_size}." if info.vocab_size else "."), "prompt")
+            raise BodyError("invalid_value", f"'prompt' must be a non-empty string or "
+                            f"{token_ids_rule(info.vocab_size)}.", "prompt")
         mt = check_int(body, "max_tokens", 1)
         mt = 16 if mt is None else mt
     ids = list(body["prompt"]) if endpoint == "/v1/completions" and isinstance(body["prompt"], list) \

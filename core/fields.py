@@ -38,6 +38,11 @@ def is_token_ids(v: Any, vocab_size: int | None) -> bool:
         isinstance(t, int) and not isinstance(t, bool) and 0 <= t < top for t in v)
 
 
+def token_ids_rule(vocab_size: int | None) -> str:
+    """How an error message words `is_token_ids`' rule."""
+    return "an array of token ids" + (f" below the vocabulary size, {vocab_size}" if vocab_size else "")
+
+
 class BodyError(Exception):
     """A body breaks a rule: an OpenAI error code, a message and the parameter at fault."""
 

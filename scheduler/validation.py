@@ -23,7 +23,16 @@ import orjson
 
 from core import embeddings, responses_api
 from core.bodies import PROMPT_KEYS, check_sampling, prompt_text, tokenize
-from core.fields import SPECIAL_MARGIN, BodyError, ModelInfo, check_int, check_messages, is_token_ids, utf8_len
+from core.fields import (
+    SPECIAL_MARGIN,
+    BodyError,
+    ModelInfo,
+    check_int,
+    check_messages,
+    is_token_ids,
+    token_ids_rule,
+    utf8_len,
+)
 from core.structured import auto_tools
 
 MAX_ERRORS = 100
@@ -177,10 +186,8 @@ def _check_request(env: _Envelope, lineno: int, endpoint: str, models: dict[str,
         return ValidRequest(lineno, cid, body, model, mt, bound=utf8_len(prompt) + SPECIAL_MARGIN)
     if is_token_ids(prompt, info.vocab_size):
         return ValidRequest(lineno, cid, body, model, mt, prompt_ids=list(prompt))
-    below = f" below the vocabulary size, {info.vocab_size}" if info.vocab_size else ""
-    raise BodyError("invalid_value",
-                    f"'prompt' must be a non-empty string or an array of token ids{below} (one prompt per line).",
-                    "prompt")
+    raise BodyError("invalid_value", f"'prompt' must be a non-empty string or {token_ids_rule(info.vocab_size)} "
+                    "(one prompt per line).", "prompt")
 
 
 def _embeddings_line(body: dict, lineno: int, cid: str, model: str, info: ModelInfo) -> ValidRequest:

@@ -141,6 +141,20 @@ def test_interactive_tokens_stream_to_the_worker_thread() -> None:
         e.close()
 
 
+def in_flight(e: SGLangEngine, max_tokens: int, n: int = 200) -> list[int]:
+    """Requests in flight as each of n one-token-prompt requests finishes."""
+    seen: list[int] = []
+    reqs = (GenRequest(i, [i], SamplingParams(max_tokens=max_tokens)) for i in range(1, n + 1))
+
+    def count():
+        for _ in e.generate(reqs):
+            seen.append(len(e._flight))
+        return seen
+
+    in_thread(count, timeout=60)
+    return seen
+
+
 def test_speculation_reports_no_mixed_step_and_caps_in_flight() -> None:
     mixed = make(chunked_prefill_size=1024)
     spec = SGLangEngine(Path("/m"), "x", options=SglangSettings(max_total_tokens=10**7), factory=FakeEngine,
@@ -149,15 +163,7 @@ def test_speculation_reports_no_mixed_step_and_caps_in_flight() -> None:
         assert mixed.step_token_budget() == 1024 and mixed.engine.kwargs["enable_mixed_chunk"] is True
         assert spec.step_token_budget() is None and "enable_mixed_chunk" not in spec.engine.kwargs
         assert spec.engine.kwargs["speculative_algorithm"] == "NGRAM"
-        seen: list[int] = []
-        reqs = (GenRequest(i, [i], SamplingParams(max_tokens=3)) for i in range(1, 201))
-
-        def count():
-            for _ in spec.generate(reqs):
-                seen.append(len(spec._flight))
-            return seen
-
-        in_thread(count, timeout=60)
+        seen = in_flight(spec, max_tokens=3)
         assert len(seen) == 200 and max(seen) <= 96       # twice SGLang's running cap of 48
     finally:
         mixed.close()
@@ -197,15 +203,7 @@ def test_the_running_cap_is_the_schedulers_not_the_raw_argument() -> None:
     try:
         assert "max_running_requests" not in e.engine.kwargs
         assert e._running_cap == 32 and e._priorities
-        seen: list[int] = []
-        reqs = (GenRequest(i, [i], SamplingParams(max_tokens=1)) for i in range(1, 201))
-
-        def count():
-            for _ in e.generate(reqs):
-                seen.append(len(e._flight))
-            return seen
-
-        in_thread(count, timeout=60)
+        seen = in_flight(e, max_tokens=1)
         assert len(seen) == 200 and max(seen) <= 64
     finally:
         e.close()
