@@ -5,11 +5,6 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY blendserve blendserve
-COPY core core
-COPY server server
-COPY scheduler scheduler
-COPY worker worker
-COPY migrations migrations
 # The CPU build of torch first: an unpinned torch would pull a multi-GB CUDA build.
 RUN pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \
  && pip install --no-cache-dir -e . \

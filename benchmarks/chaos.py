@@ -310,12 +310,12 @@ def main() -> None:
     ap.add_argument("--models-dir", type=Path, help="with --engine-server: where SmolLM2's checkpoint is (made)")
     ap.add_argument("--out", type=Path, help="append the report as one JSON line")
     args = ap.parse_args()
-    from core.modelstore import build_tiny_model
+    from blendserve.core.modelstore import build_tiny_model
 
     tmp = Path(tempfile.mkdtemp(prefix="bs-chaos-"))
     if args.engine_server:
-        from core.config import SMOLLM2
-        from core.modelstore import ensure_checkpoint, smollm2_gguf_path
+        from blendserve.core.config import SMOLLM2
+        from blendserve.core.modelstore import ensure_checkpoint, smollm2_gguf_path
 
         checkpoint = ensure_checkpoint(smollm2_gguf_path(), args.models_dir or tmp / "models")
         rep = run_server_kills(tmp / "data", SMOLLM2, checkpoint, args.backend, args.requests, args.server_kills,

@@ -59,16 +59,16 @@ import sqlalchemy as sa
 from benchmarks.deployment import Deployment, pg_schema_url
 from benchmarks.harness import rss_kb
 from benchmarks.pollers import Pollers
-from core.db import make_engine, make_sessionmaker
-from core.models import Batch, Request
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Batch, Request
 
 MODEL = "echo-8b"
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 CLAIM = re.compile(r"claimed chunk \d+ \(\d+ requests?\) in ([\d.]+) ms")
-# What a claim was made of (worker/ranks.py Claims.timing): waiting for a sibling rank's claim, the
+# What a claim was made of (blendserve/worker/ranks.py Claims.timing): waiting for a sibling rank's claim, the
 # transaction, and the transaction's CPU on the claiming thread (the rest of it: PostgreSQL, the GIL, a core).
 CLAIM_PARTS = re.compile(r"\(sibling wait ([\d.]+), transaction ([\d.]+), its CPU ([\d.]+)\)")
-# How long the engine's loop waited for each chunk (worker/service.py: chunks are claimed ahead).
+# How long the engine's loop waited for each chunk (blendserve/worker/service.py: chunks are claimed ahead).
 ENGINE_WAIT = re.compile(r"the engine waited ([\d.]+) ms")
 ROUND = re.compile(r"round ([\d.]+)s")
 AHEAD_EMPTY = "the claim made ahead found no chunk ready"     # planning fell behind the ranks, or the end
@@ -308,8 +308,8 @@ def exactly_once(c, file_id: str, n: int) -> bool:
 
 
 def main() -> None:
-    from core.config import Settings
-    from core.served import smollm2_checkpoint
+    from blendserve.core.config import Settings
+    from blendserve.core.served import smollm2_checkpoint
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", default="100000",

@@ -33,9 +33,9 @@ from pathlib import Path
 from benchmarks.harness import WayRun, emit, run_service_way
 from benchmarks.prefix_mix import workload
 from benchmarks.vllm_vs_run_batch import run_vllm_batch
-from core.config import Settings
-from core.served import smollm2_checkpoint
-from worker.engines.vllm import VllmOptions
+from blendserve.core.config import Settings
+from blendserve.core.served import smollm2_checkpoint
+from blendserve.worker.engines.vllm import VllmOptions
 
 FILES = {
     "prefix": dict(subjects=24, exams=0.5, long=0.1, long_tokens=256, chat_tokens=64),

@@ -32,10 +32,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 from benchmarks.harness import emit  # noqa: E402
-from core.config import SMOLLM2, Settings  # noqa: E402
-from core.served import smollm2_checkpoint  # noqa: E402
-from worker.engines.base import GenRequest, SamplingParams  # noqa: E402
-from worker.engines.cpu import CpuEngine  # noqa: E402
+from blendserve.core.config import SMOLLM2, Settings  # noqa: E402
+from blendserve.core.served import smollm2_checkpoint  # noqa: E402
+from blendserve.worker.engines.base import GenRequest, SamplingParams  # noqa: E402
+from blendserve.worker.engines.cpu import CpuEngine  # noqa: E402
 
 TOPICS = ["the sea", "a library", "autumn", "a train station", "bread", "the moon", "a violin", "rain"]
 

@@ -2,12 +2,12 @@
 
 For a GPU machine where only torch (and numpy, triton) is installed and nothing
 can be installed or downloaded: no service (its web and database packages are
-absent), no checkpoint. The engine (``worker/engines/cpu``) runs on the device
+absent), no checkpoint. The engine (``blendserve/worker/engines/cpu``) runs on the device
 with random weights of a real model's config.json (``BLENDSERVE_CPU_LOAD_FORMAT
 =dummy``; Llama-3.1-8B's by default), token ids in and out, so every output
-runs to its max_tokens. The planner (``scheduler/planner``, pure numpy) plans
+runs to its max_tokens. The planner (``blendserve/planner``, pure numpy) plans
 the mix as the service does: BlendServe after a 1% warm-up sample whose output
-lengths are observed (``scheduler/simulator/runner.py``), DFS, and FCFS (file
+lengths are observed (``blendserve/simulator/runner.py``), DFS, and FCFS (file
 order). Each order runs on the same engine, its prefix cache emptied between
 runs, after one untimed warm-up run (CUDA kernels and cuBLAS load on first use).
 
@@ -32,12 +32,12 @@ import numpy as np
 import torch
 
 from benchmarks.blind_mixes_abc import MIXES, Shared, build_mix
-from scheduler.planner import HARDWARE, ModelProfile, Workload, plan
-from scheduler.simulator.engine import EngineConfig
-from scheduler.simulator.runner import _blendserve_estimated
-from worker.engines.base import GenRequest, SamplingParams
-from worker.engines.cpu.engine import CpuEngine
-from worker.engines.speculative import SpecConfig
+from blendserve.planner import HARDWARE, ModelProfile, Workload, plan
+from blendserve.simulator.engine import EngineConfig
+from blendserve.simulator.runner import _blendserve_estimated
+from blendserve.worker.engines.base import GenRequest, SamplingParams
+from blendserve.worker.engines.cpu.engine import CpuEngine
+from blendserve.worker.engines.speculative import SpecConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA_8B = ROOT / "scripts" / "models" / "llama-3.1-8b"
@@ -45,7 +45,7 @@ POLICIES = ("blendserve", "dfs", "fcfs")
 
 
 def engine_settings(args: argparse.Namespace) -> SimpleNamespace:
-    """What CpuEngineSettings holds (core/config.py), without pydantic, which this machine lacks: every field
+    """What CpuEngineSettings holds (blendserve/core/config.py), without pydantic, which this machine lacks: every field
     the engine reads (tests/engine/test_device_check.py keeps the two in step)."""
     return SimpleNamespace(threads=0, kv_gb=args.kv_gb, block_size=16, max_batch=args.max_running,
                            max_batched_tokens=args.step_tokens, rush_tokens=256, cut_in=False, native=True, exact=False,

@@ -40,8 +40,8 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from core.embeddings import embed_model_info, join
-    from core.embedstore import MINILM, ensure_minilm
+    from blendserve.core.embedstore import MINILM, ensure_minilm
+    from blendserve.protocol.embeddings import embed_model_info, join
 
     threads = args.threads or len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
@@ -70,8 +70,8 @@ def main() -> None:
         model.encode(texts)
         report("st", time.perf_counter() - t0, batch_size=32)
     if "engine" in ways:
-        from worker.engines.base import GenRequest, SamplingParams
-        from worker.engines.embed import EmbeddingEngine
+        from blendserve.worker.engines.base import GenRequest, SamplingParams
+        from blendserve.worker.engines.embed import EmbeddingEngine
 
         engine = EmbeddingEngine(path, MINILM, threads=threads)
         t0 = time.perf_counter()

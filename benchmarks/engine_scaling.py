@@ -6,7 +6,7 @@ old/new/old/new..., medians of --runs):
 * scaling: prefill tokens/s (N prompts of --prompt tokens, max_tokens 1) and
   decode output tokens/s (N prompts of 16 tokens, --output tokens each, EOS
   ignored so every sequence runs to the end) at N = 1, 16, 64, 256 running
-  sequences. The old engine (worker/engines/cpu.py at --old-ref) gets
+  sequences. The old engine (blendserve/worker/engines/cpu.py at --old-ref) gets
   max_batch = N and a KV budget that admits all N; the new one its defaults.
   Every run uses prompts no earlier run used, so no prefix cache hits.
 * blend (the engine's defaults but the running cap): the same requests (compute-dense: long distinct prompts, 2 output
@@ -36,9 +36,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from core.modelstore import ensure_checkpoint, smollm2_gguf_path  # noqa: E402
-from worker.engines.base import GenRequest, SamplingParams  # noqa: E402
-from worker.engines.cpu import CpuEngine  # noqa: E402
+from blendserve.core.modelstore import ensure_checkpoint, smollm2_gguf_path  # noqa: E402
+from blendserve.worker.engines.base import GenRequest, SamplingParams  # noqa: E402
+from blendserve.worker.engines.cpu import CpuEngine  # noqa: E402
 
 MODEL = "SmolLM2-135M-Instruct"
 _fresh = random.Random(0)
@@ -46,7 +46,7 @@ _fresh = random.Random(0)
 
 def old_engine_class(ref: str):
     """The old CpuEngine, loaded from git (it was one module before this rebuild)."""
-    src = subprocess.run(["git", "show", f"{ref}:worker/engines/cpu.py"], capture_output=True, text=True,
+    src = subprocess.run(["git", "show", f"{ref}:blendserve/worker/engines/cpu.py"], capture_output=True, text=True,
                          check=True).stdout
     path = Path(tempfile.mkdtemp()) / "old_cpu_engine.py"
     path.write_text(src)
@@ -138,8 +138,8 @@ def peak_rss(path: Path) -> dict:
     code = f"""
 import os, sys, json
 sys.path.insert(0, {str(Path.cwd())!r})
-from worker.engines.cpu import CpuEngine
-from worker.engines.base import GenRequest, SamplingParams
+from blendserve.worker.engines.cpu import CpuEngine
+from blendserve.worker.engines.base import GenRequest, SamplingParams
 import random
 rng = random.Random(5)
 e = CpuEngine({str(path)!r}, "m")

@@ -2,7 +2,7 @@
 
 Each engine runs in its own interpreter (the CPU engine in .venv, vLLM's CPU
 build in .venv-vllm), driven through the worker's own engine classes
-(worker/engines/cpu, worker/engines/vllm.py), so each is measured as the
+(blendserve/worker/engines/cpu, blendserve/worker/engines/vllm.py), so each is measured as the
 service runs it: the CPU engine with its defaults (one torch thread, 1024-token
 steps), vLLM with the service's VllmOptions and max_num_seqs raised to the
 largest N. Figures at N running sequences, medians of --runs:
@@ -35,17 +35,17 @@ PYTHONS = {"cpu": ROOT / ".venv/bin/python", "vllm": ROOT / ".venv-vllm/bin/pyth
 def child(engine_name: str, sizes: list[int], runs: int, prompt: int, output: int, seed: int) -> None:
     """Measure one engine; print one JSON line per (N, kind)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from core.config import SMOLLM2, Settings
-    from core.modelstore import eos_token_ids
-    from core.served import smollm2_checkpoint
-    from worker.engines.base import GenRequest, SamplingParams
+    from blendserve.core.config import SMOLLM2, Settings
+    from blendserve.core.modelstore import eos_token_ids
+    from blendserve.core.served import smollm2_checkpoint
+    from blendserve.worker.engines.base import GenRequest, SamplingParams
 
     path = smollm2_checkpoint(Settings())
     if engine_name == "cpu":
-        from worker.engines.cpu import CpuEngine
+        from blendserve.worker.engines.cpu import CpuEngine
         engine = CpuEngine(path, SMOLLM2)
     else:
-        from worker.engines.vllm import VllmEngine, VllmOptions
+        from blendserve.worker.engines.vllm import VllmEngine, VllmOptions
         engine = VllmEngine(path, SMOLLM2, dataclasses.replace(VllmOptions.from_settings(), max_num_seqs=max(sizes)))
     no_eos = tuple((t, -100.0) for t in eos_token_ids(path))
     rng = random.Random(seed)

@@ -21,7 +21,7 @@ system prompts, medium replies). For each:
 `--measure` measures the CPU engine's own rates on this machine (`measure_cpu`:
 synthetic decodes, prefills and prefix-cached chunks, never the files judged
 here), prints that profile, and predicts with it too (column `measured`); the
-stored `cpu` profile (scheduler/planner/perf.py) is such a measurement, taken
+stored `cpu` profile (blendserve/planner/perf.py) is such a measurement, taken
 on the CI machine: on another CPU, measure and store yours.
 
     PYTHONPATH=. .venv/bin/python benchmarks/estimate_error.py --measure            # the figure run
@@ -41,9 +41,9 @@ import numpy as np
 from benchmarks.deployment import jsonl
 from benchmarks.harness import run_service
 from benchmarks.prefix_mix import workload
-from core.config import SMOLLM2, Settings
-from core.served import smollm2_checkpoint
-from scheduler.planner.perf import HardwareProfile
+from blendserve.core.config import SMOLLM2, Settings
+from blendserve.core.served import smollm2_checkpoint
+from blendserve.planner.perf import HardwareProfile
 
 SHAPES = {
     # name: prefix_mix.workload() keywords
@@ -74,9 +74,9 @@ def measure_cpu(model_dir: Path) -> HardwareProfile:
     """
     import random
 
-    from scheduler.planner.perf import HARDWARE, ModelProfile
-    from worker.engines.base import GenRequest, SamplingParams
-    from worker.engines.cpu import CpuEngine
+    from blendserve.planner.perf import HARDWARE, ModelProfile
+    from blendserve.worker.engines.base import GenRequest, SamplingParams
+    from blendserve.worker.engines.cpu import CpuEngine
 
     model = ModelProfile.from_config(model_dir)
     engine = CpuEngine(model_dir, SMOLLM2)
@@ -152,7 +152,7 @@ def main() -> None:
     ap.add_argument("--measure", action="store_true", help="re-measure this CPU and predict with that profile too")
     ap.add_argument("--smoke", action="store_true", help="8 short requests of one shape: checks the wiring only")
     args = ap.parse_args()
-    from scheduler.planner import HARDWARE
+    from blendserve.planner import HARDWARE
 
     model_dir = smollm2_checkpoint(Settings())
     models = f"{SMOLLM2}={model_dir}"

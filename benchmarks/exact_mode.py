@@ -15,10 +15,10 @@ import statistics
 import time
 from pathlib import Path
 
-from core.config import CpuEngineSettings, Settings
-from core.served import smollm2_checkpoint
-from worker.engines.base import GenRequest, SamplingParams
-from worker.engines.cpu import CpuEngine
+from blendserve.core.config import CpuEngineSettings, Settings
+from blendserve.core.served import smollm2_checkpoint
+from blendserve.worker.engines.base import GenRequest, SamplingParams
+from blendserve.worker.engines.cpu import CpuEngine
 
 
 def requests(n: int = 64, seed: int = 0) -> list[GenRequest]:

@@ -22,8 +22,8 @@ from typing import Any
 
 from benchmarks.harness import run_service
 from benchmarks.prefix_mix import workload
-from core.config import SMOLLM2, Settings, get_settings
-from core.served import smollm2_checkpoint
+from blendserve.core.config import SMOLLM2, Settings, get_settings
+from blendserve.core.served import smollm2_checkpoint
 
 LPM_QUEUE_MAX = 128   # SGLang's lpm sorts the waiting queue only while it holds at most this many
 # What the lpm run aims at: below SGLang's limit by a margin for its load snapshot's lag (published every
@@ -60,8 +60,8 @@ def sglang_lpm(path, rows) -> float:
     """SGLang's own lpm order on the same engine arguments as the service's worker; run-phase tokens/s."""
     import sglang
 
-    from core.bodies import model_info
-    from worker.engines.sglang_args import engine_args
+    from blendserve.protocol.bodies import model_info
+    from blendserve.worker.engines.sglang_args import engine_args
 
     info = model_info(SMOLLM2, path)
     ids = info.encode([info.render_chat(r["body"]["messages"]) for r in rows])

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scheduler.simulator.workloads import GRID_RHO, GRID_SHARING  # noqa: E402
+from blendserve.simulator.workloads import GRID_RHO, GRID_SHARING  # noqa: E402
 
 
 def load(path: Path) -> dict[tuple[float, float], dict]:

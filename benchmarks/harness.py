@@ -18,9 +18,9 @@ import psutil
 from sqlalchemy import func, select
 
 from benchmarks.deployment import Deployment, jsonl, wait_batch
-from core.config import SMOLLM2, Settings
-from core.db import make_engine, make_sessionmaker
-from core.models import Batch, Chunk, Request
+from blendserve.core.config import SMOLLM2, Settings
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Batch, Chunk, Request
 
 
 def emit(row: dict, path: Path | None = None) -> None:

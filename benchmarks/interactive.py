@@ -32,10 +32,10 @@ import numpy as np
 from sqlalchemy import func, select
 
 from benchmarks.deployment import Deployment, jsonl
-from core.config import SMOLLM2, Settings
-from core.db import make_engine, make_sessionmaker
-from core.models import Batch, Request
-from core.served import smollm2_checkpoint
+from blendserve.core.config import SMOLLM2, Settings
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Batch, Request
+from blendserve.core.served import smollm2_checkpoint
 
 TOPICS = ["the sea", "a library", "autumn", "a train station", "bread", "the moon", "a violin", "rain"]
 

@@ -19,9 +19,9 @@ import time
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, generate_latest
 
-from core.db import make_engine, make_sessionmaker
-from core.migrate import upgrade
-from server.metrics import JobTableCollector
+from blendserve.api.metrics import JobTableCollector
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.migrations.upgrade import upgrade
 
 BATCHES, WORKERS = 40, 4
 

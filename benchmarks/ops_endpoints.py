@@ -19,10 +19,10 @@ import httpx
 from sqlalchemy import insert
 
 from benchmarks.deployment import Deployment, chat_lines, jsonl, wait_batch
-from core.config import Settings
-from core.db import make_engine
-from core.models import ROUND_BUCKETS_S, PlanningRound
-from core.modelstore import build_tiny_model
+from blendserve.core.config import Settings
+from blendserve.core.db import make_engine
+from blendserve.core.models import ROUND_BUCKETS_S, PlanningRound
+from blendserve.core.modelstore import build_tiny_model
 
 
 def main() -> None:

@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
-from worker.engines.cpu.native import paged_decode
+from blendserve.worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
+from blendserve.worker.engines.cpu.native import paged_decode
 
 KH, H, D, BS, BLOCKS = 3, 9, 64, 16, 5824
 

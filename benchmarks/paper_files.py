@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.prefix_mix import MMLU_SUBJECTS, SYSTEMS, TOPICS, few_shot
-from core.config import SMOLLM2
+from blendserve.core.config import SMOLLM2
 
 WORDS = ("time data model system answer question light water market story city energy river music code "
          "garden letter window engine paper bridge forest number signal memory color planet mountain").split()
@@ -110,8 +110,8 @@ def main() -> None:
             (args.write / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
         if args.run:
             from benchmarks.harness import emit, run_service_way
-            from core.config import Settings
-            from core.served import smollm2_checkpoint
+            from blendserve.core.config import Settings
+            from blendserve.core.served import smollm2_checkpoint
 
             tmp = Path(tempfile.mkdtemp(prefix=f"bs-cpu-c-{name}-"))
             run = run_service_way(lines, smollm2_checkpoint(Settings()), "blendserve", tmp, engine="cpu")

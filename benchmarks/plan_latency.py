@@ -22,11 +22,11 @@ from sqlalchemy import func, insert, select, update
 
 from benchmarks.deployment import Deployment
 from benchmarks.harness import rss_kb
-from core.config import SMOLLM2, Settings
-from core.db import make_engine, make_sessionmaker
-from core.migrate import upgrade
-from core.models import Batch, Chunk, File, Request
-from core.served import smollm2_checkpoint
+from blendserve.core.config import SMOLLM2, Settings
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Batch, Chunk, File, Request
+from blendserve.core.served import smollm2_checkpoint
+from blendserve.migrations.upgrade import upgrade
 
 
 def prompts(n: int, seed: int = 0) -> list[np.ndarray]:

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from planner_workload import make_workload  # noqa: E402
 
-from scheduler.planner import HARDWARE, MODELS, Workload, plan  # noqa: E402
+from blendserve.planner import HARDWARE, MODELS, Workload, plan  # noqa: E402
 
 KEEP_FROM = "## Schedule quality"
 CACHE = Path(os.environ.get("TMPDIR", "/tmp")) / "blendserve_planner_bench"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.planner.arrayops import ragged_arange
-from scheduler.planner.workload import Workload
+from blendserve.planner.arrayops import ragged_arange
+from blendserve.planner.workload import Workload
 
 VOCAB = 128_000
 

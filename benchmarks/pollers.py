@@ -26,9 +26,9 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from benchmarks.deployment import Deployment, chat_lines, jsonl, wait_batch
-from core.config import SMOLLM2, Settings
-from core.db import make_engine, make_sessionmaker
-from core.models import Batch, Request
+from blendserve.core.config import SMOLLM2, Settings
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Batch, Request
 
 
 @dataclass
@@ -127,7 +127,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", type=Path, default=None, help="append every run as a JSON line here")
     args = ap.parse_args()
-    from core.served import smollm2_checkpoint
+    from blendserve.core.served import smollm2_checkpoint
 
     models = f"{SMOLLM2}={smollm2_checkpoint(Settings())}"
     rows = chat_lines(args.requests, SMOLLM2, max_tokens=args.max_tokens, temperature=0,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 
-from core.config import SMOLLM2
+from blendserve.core.config import SMOLLM2
 
 MMLU_SUBJECTS = [
     "abstract algebra", "anatomy", "astronomy", "business ethics", "clinical knowledge", "college biology",

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from benchmarks.deployment import Deployment, jsonl, wait_batch
-from core.config import SMOLLM2, Settings
-from core.served import smollm2_checkpoint
+from blendserve.core.config import SMOLLM2, Settings
+from blendserve.core.served import smollm2_checkpoint
 
 
 def rows(n: int, tag: str, max_tokens: int) -> list[dict]:

@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 from benchmarks.harness import run_service
-from core.config import SMOLLM2, Settings
-from core.served import smollm2_checkpoint
-from scheduler.service import model_info
-from worker.engines.base import GenRequest
-from worker.engines.cpu import CpuEngine
-from worker.responses import sampling_params
+from blendserve.core.config import SMOLLM2, Settings
+from blendserve.core.served import smollm2_checkpoint
+from blendserve.scheduler.service import model_info
+from blendserve.worker.engines.base import GenRequest
+from blendserve.worker.engines.cpu import CpuEngine
+from blendserve.worker.responses import sampling_params
 
 TOPICS = ["photosynthesis", "the French revolution", "binary search", "volcanoes", "the immune system",
           "compound interest", "the Roman empire", "black holes"]

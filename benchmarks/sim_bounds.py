@@ -1,4 +1,4 @@
-"""Optimum and engine bound (scheduler.simulator.optimum) of Traces #1-#4 for given step budgets.
+"""Optimum and engine bound (blendserve.simulator.optimum) of Traces #1-#4 for given step budgets.
 
 Usage: .venv/bin/python benchmarks/sim_bounds.py [--requests 400000] [--step-tokens 2048,512]
 The engine bound is the most any order can reach on the simulated engine; a
@@ -12,11 +12,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scheduler.planner import HARDWARE, MODELS  # noqa: E402
-from scheduler.simulator import workloads  # noqa: E402
-from scheduler.simulator.engine import EngineConfig  # noqa: E402
-from scheduler.simulator.optimum import engine_bound, optimum  # noqa: E402
-from scheduler.simulator.prefix import dfs_sharing_ratio  # noqa: E402
+from blendserve.planner import HARDWARE, MODELS  # noqa: E402
+from blendserve.simulator import workloads  # noqa: E402
+from blendserve.simulator.engine import EngineConfig  # noqa: E402
+from blendserve.simulator.optimum import engine_bound, optimum  # noqa: E402
+from blendserve.simulator.prefix import dfs_sharing_ratio  # noqa: E402
 
 
 def main() -> None:

@@ -24,10 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scheduler.planner import HARDWARE, MODELS  # noqa: E402
-from scheduler.simulator import workloads  # noqa: E402
-from scheduler.simulator.engine import EngineConfig  # noqa: E402
-from scheduler.simulator.runner import run_workload  # noqa: E402
+from blendserve.planner import HARDWARE, MODELS  # noqa: E402
+from blendserve.simulator import workloads  # noqa: E402
+from blendserve.simulator.engine import EngineConfig  # noqa: E402
+from blendserve.simulator.runner import run_workload  # noqa: E402
 
 
 def main() -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scheduler.planner import HARDWARE, MODELS, POLICIES, plan  # noqa: E402
-from scheduler.simulator import workloads  # noqa: E402
-from scheduler.simulator.engine import EngineConfig, simulate  # noqa: E402
-from scheduler.simulator.prefix import build_prefix_trie  # noqa: E402
+from blendserve.planner import HARDWARE, MODELS, POLICIES, plan  # noqa: E402
+from blendserve.simulator import workloads  # noqa: E402
+from blendserve.simulator.engine import EngineConfig, simulate  # noqa: E402
+from blendserve.simulator.prefix import build_prefix_trie  # noqa: E402
 
 
 def _median(fn, repeats: int) -> tuple[float, object]:

@@ -18,10 +18,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scheduler.planner import HARDWARE, MODELS  # noqa: E402
-from scheduler.simulator import workloads  # noqa: E402
-from scheduler.simulator.engine import EngineConfig, SimResult  # noqa: E402
-from scheduler.simulator.runner import run_workload  # noqa: E402
+from blendserve.planner import HARDWARE, MODELS  # noqa: E402
+from blendserve.simulator import workloads  # noqa: E402
+from blendserve.simulator.engine import EngineConfig, SimResult  # noqa: E402
+from blendserve.simulator.runner import run_workload  # noqa: E402
 
 
 def rows(r: SimResult, model, hw, bins: int) -> list[dict]:

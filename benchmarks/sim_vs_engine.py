@@ -35,15 +35,15 @@ from pathlib import Path
 
 import numpy as np
 
-from core.config import Settings
-from core.served import smollm2_checkpoint
-from scheduler.planner.perf import HardwareProfile, ModelProfile
-from scheduler.planner.workload import Workload
-from scheduler.simulator.engine import EngineConfig, simulate
-from scheduler.simulator.prefix import build_prefix_trie
+from blendserve.core.config import Settings
+from blendserve.core.served import smollm2_checkpoint
+from blendserve.planner.perf import HardwareProfile, ModelProfile
+from blendserve.planner.workload import Workload
+from blendserve.simulator.engine import EngineConfig, simulate
+from blendserve.simulator.prefix import build_prefix_trie
 
 TERMS = ("fixed", "per_token", "per_position", "per_pair", "per_sequence", "per_cached_chunk")
-# The CPU engine's defaults (worker/engines/cpu/engine.py): 2 GiB of K/V at 23,040 bytes a token,
+# The CPU engine's defaults (blendserve/worker/engines/cpu/engine.py): 2 GiB of K/V at 23,040 bytes a token,
 # in whole 16-token blocks; 1024 tokens a step; 256 running.
 KV_TOKENS = (2 * 2**30 // 23_040) // 16 * 16
 STEP_TOKENS = 1024

@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.sim_vs_engine import compare, load, nnls
-from core.config import Settings
-from core.served import smollm2_checkpoint
-from scheduler.planner.perf import HardwareProfile, ModelProfile
-from scheduler.simulator.engine import EngineConfig
-from scheduler.simulator.prefix import build_prefix_trie
-from worker.engines.vllm import VllmOptions
+from blendserve.core.config import Settings
+from blendserve.core.served import smollm2_checkpoint
+from blendserve.planner.perf import HardwareProfile, ModelProfile
+from blendserve.simulator.engine import EngineConfig
+from blendserve.simulator.prefix import build_prefix_trie
+from blendserve.worker.engines.vllm import VllmOptions
 
 TERMS = ("fixed", "per_token", "per_position", "per_sequence")
 

@@ -31,10 +31,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from core.modelstore import ensure_checkpoint, load_tokenizer, smollm2_gguf_path  # noqa: E402
-from worker.engines.base import GenRequest, SamplingParams  # noqa: E402
-from worker.engines.cpu import CpuEngine, default_dtype  # noqa: E402
-from worker.engines.cpu.speculative import SpecConfig  # noqa: E402
+from blendserve.core.modelstore import ensure_checkpoint, load_tokenizer, smollm2_gguf_path  # noqa: E402
+from blendserve.worker.engines.base import GenRequest, SamplingParams  # noqa: E402
+from blendserve.worker.engines.cpu import CpuEngine, default_dtype  # noqa: E402
+from blendserve.worker.engines.cpu.speculative import SpecConfig  # noqa: E402
 
 MODEL = "SmolLM2-135M-Instruct"
 

@@ -31,12 +31,12 @@ from pathlib import Path
 import jsonschema_rs
 
 from benchmarks.harness import tree_cpu_s
-from core.bodies import model_info, tokenize
-from core.modelstore import ensure_checkpoint, load_tokenizer, smollm2_gguf_path
-from worker.engines.base import Engine, GenRequest
-from worker.engines.cpu import CpuEngine
-from worker.engines.speculative import SpecConfig
-from worker.responses import sampling_params
+from blendserve.core.modelstore import ensure_checkpoint, load_tokenizer, smollm2_gguf_path
+from blendserve.protocol.bodies import model_info, tokenize
+from blendserve.worker.engines.base import Engine, GenRequest
+from blendserve.worker.engines.cpu import CpuEngine
+from blendserve.worker.engines.speculative import SpecConfig
+from blendserve.worker.responses import sampling_params
 
 LABEL = {"type": "object", "additionalProperties": False, "required": ["sentiment", "confident"],
          "properties": {"sentiment": {"enum": ["positive", "negative", "neutral"]}, "confident": {"type": "boolean"}}}
@@ -101,7 +101,7 @@ def main() -> None:
                            + ".jsonl")
     path = ensure_checkpoint(smollm2_gguf_path(), args.models)
     if args.engine == "vllm":
-        from worker.engines.vllm import VllmEngine
+        from blendserve.worker.engines.vllm import VllmEngine
 
         engine: Engine = VllmEngine(path, "SmolLM2-135M-Instruct")
     else:       # speculation off: constrained sequences do not draft, and the comparison is of the mask's cost

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from benchmarks.deployment import Deployment, wait_batch
 from benchmarks.harness import rss_kb
-from core.config import SMOLLM2
+from blendserve.core.config import SMOLLM2
 
 WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge "
          "boxing matches in distant northern towns ").split()
@@ -47,9 +47,9 @@ def wait_tokenized(data_dir: str) -> tuple[float, float]:
     """When the first plan chunk existed, and when the last queued row got its token ids (SQLite deployment)."""
     from sqlalchemy import func, select
 
-    from core.config import Settings
-    from core.db import make_engine, make_sessionmaker
-    from core.models import Chunk, Request
+    from blendserve.core.config import Settings
+    from blendserve.core.db import make_engine, make_sessionmaker
+    from blendserve.core.models import Chunk, Request
 
     sessions = make_sessionmaker(make_engine(Settings(data_dir=Path(data_dir)).db_url))
     first_chunk = None
@@ -70,8 +70,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bs-upload-"))
     src = tmp / "big.jsonl"
     size = make_file(src, args.lines, int(args.mb * 1e6))
-    from core.config import Settings
-    from core.served import smollm2_checkpoint
+    from blendserve.core.config import Settings
+    from blendserve.core.served import smollm2_checkpoint
 
     data_dir = Path(os.environ.get("BLENDSERVE_BENCH_DATA", "blendserve-data"))
     model_dir = smollm2_checkpoint(Settings(data_dir=data_dir))

@@ -27,9 +27,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.engine_orders import load  # noqa: E402
 from benchmarks.harness import emit  # noqa: E402
-from core.config import SMOLLM2, Settings  # noqa: E402
-from core.served import smollm2_checkpoint  # noqa: E402
-from worker.engines.vllm import VllmEngine, VllmOptions  # noqa: E402
+from blendserve.core.config import SMOLLM2, Settings  # noqa: E402
+from blendserve.core.served import smollm2_checkpoint  # noqa: E402
+from blendserve.worker.engines.vllm import VllmEngine, VllmOptions  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)

@@ -59,9 +59,9 @@ from benchmarks.harness import WayRun, emit, run_service_way, tree_cpu_s
 from benchmarks.paper_files import FILES, build
 from benchmarks.prefix_mix import workload
 from benchmarks.vllm_server import VllmServer, cli_flags
-from core.config import SMOLLM2, Settings
-from core.served import smollm2_checkpoint
-from worker.engines.vllm import VllmOptions
+from blendserve.core.config import SMOLLM2, Settings
+from blendserve.core.served import smollm2_checkpoint
+from blendserve.worker.engines.vllm import VllmOptions
 
 
 def sorted_by_prompt(rows: list[dict]) -> list[dict]:

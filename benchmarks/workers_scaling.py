@@ -16,8 +16,8 @@ import json
 from benchmarks.deployment import pg_schema_url
 from benchmarks.harness import run_service
 from benchmarks.prefix_mix import workload
-from core.config import SMOLLM2, Settings
-from core.served import smollm2_checkpoint
+from blendserve.core.config import SMOLLM2, Settings
+from blendserve.core.served import smollm2_checkpoint
 
 
 def main() -> None:

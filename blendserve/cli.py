@@ -23,9 +23,9 @@ import time
 
 from pydantic import ValidationError
 
-from core.config import PLANNERS, Settings, get_settings
-from core.heap import freeze_startup_heap
-from core.logs import configure as configure_logging
+from blendserve.core.config import PLANNERS, Settings, get_settings
+from blendserve.core.heap import freeze_startup_heap
+from blendserve.core.logs import configure as configure_logging
 
 log = logging.getLogger("blendserve")
 
@@ -63,11 +63,11 @@ def _host(settings: Settings, host: str) -> str:
 def cmd_api(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from server.app import create_app
+    from blendserve.api.app import create_app
 
     s = _settings(args)
     host = _host(s, args.host)
-    # In JSON mode uvicorn's own loggers go through the root handler (core/logs.py) too. Its four start-up
+    # In JSON mode uvicorn's own loggers go through the root handler (blendserve/core/logs.py) too. Its four start-up
     # lines say less than the role's one line below; a failure to bind is still logged (an error).
     own = {"log_config": None} if s.log_format == "json" else {}
     app = create_app(s)
@@ -125,7 +125,7 @@ def _exit_now(code: int) -> None:
 
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
-    from scheduler.service import Scheduler
+    from blendserve.scheduler.service import Scheduler
 
     s = _settings(args)
     if args.planner:
@@ -147,9 +147,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
         os.environ.setdefault(var, value)       # transformers reads its verbosity when first imported)
     from pathlib import Path
 
-    from core.served import model_paths
-    from worker.engines import load_engine
-    from worker.service import WorkerService
+    from blendserve.core.served import model_paths
+    from blendserve.worker.engines import load_engine
+    from blendserve.worker.service import WorkerService
 
     s = _settings(args)
     if args.tp:
@@ -192,10 +192,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from blendserve.core.embedstore import is_embedding_checkpoint
+    from blendserve.core.served import first_start_work, model_paths
+    from blendserve.migrations.upgrade import upgrade
     from blendserve.readiness import announce_when_ready, first_key
-    from core.embedstore import is_embedding_checkpoint
-    from core.migrate import upgrade
-    from core.served import first_start_work, model_paths
 
     s = _settings(args)
     host = _host(s, args.host)
@@ -250,7 +250,7 @@ def _stop_children(procs: list[subprocess.Popen]) -> None:
 
 
 def cmd_simulate(argv: list[str]) -> int:
-    from scheduler.simulator.cli import main as simulate
+    from blendserve.simulator.cli import main as simulate
 
     return simulate(argv)
 

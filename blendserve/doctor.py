@@ -202,8 +202,8 @@ def engine_import(t: Target, p: Probes) -> Check:
 
 def model_dir(t: Target) -> tuple[str, Path | None]:
     """(name, checkpoint dir) the worker would load; dir None for the default model not yet converted."""
-    from core.config import SMOLLM2, get_settings
-    from core.served import _configured
+    from blendserve.core.config import SMOLLM2, get_settings
+    from blendserve.core.served import _configured
 
     settings = get_settings()
     configured = _configured(settings)
@@ -214,7 +214,7 @@ def model_dir(t: Target) -> tuple[str, Path | None]:
     if configured:
         name = next(iter(configured))
         return name, configured[name]
-    from core.modelstore import smollm2_gguf_path
+    from blendserve.core.modelstore import smollm2_gguf_path
 
     path = settings.models_dir / smollm2_gguf_path().stem
     return SMOLLM2, path if (path / "config.json").is_file() else None
@@ -233,7 +233,7 @@ def model(t: Target) -> Check:
     if not any((path / f).is_file() for f in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")):
         return Check("model", FAIL, f"{name}: {path} has no tokenizer (tokenizer.json / tokenizer.model)", fix)
     try:
-        from core.modelstore import load_tokenizer
+        from blendserve.core.modelstore import load_tokenizer
 
         load_tokenizer(path)
     except Exception as e:            # noqa: BLE001 - any failure to load is the finding
@@ -255,7 +255,7 @@ def gpu_memory(t: Target, found: list[dict[str, str]] | None) -> Check:
         path = None
     if path is None or not path.is_dir():
         return Check("GPU memory", SKIP, "no checkpoint to size")
-    from core.config import get_settings
+    from blendserve.core.config import get_settings
 
     fraction = get_settings().sglang.mem_fraction_static or 0.85 if t.engine == "sglang" else 0.9
     free = min(int(g["free_mib"]) for g in found) * 2**20
@@ -274,7 +274,7 @@ def database(t: Target) -> Check:
     try:
         import sqlalchemy as sa
 
-        from core.config import get_settings
+        from blendserve.core.config import get_settings
 
         settings = get_settings()
         if not settings.database_url:
@@ -295,8 +295,8 @@ def server(t: Target) -> Check:
 
     import httpx
 
-    from worker.engines.server.discovery import discover
-    from worker.engines.server.engine import base_url
+    from blendserve.worker.engines.server.discovery import discover
+    from blendserve.worker.engines.server.engine import base_url
 
     if not t.url:
         return Check("engine server", FAIL, "no server URL", "--url http://server:port or BLENDSERVE_SERVER_URL")
@@ -375,7 +375,7 @@ def target_from(args: argparse.Namespace) -> Target:
     t = Target(engine=engine or "cpu", python=args.python or sys.executable, model=model or "", url=url or "",
                tp=tp or 1, before_install=args.before_install)
     if not t.before_install:
-        from core.config import get_settings
+        from blendserve.core.config import get_settings
 
         s = get_settings()
         if t.engine == "sglang":

@@ -24,7 +24,7 @@ CPU_SAMPLE = 16     # a 1% sample of a small file is one request; 16 cost second
 
 
 def _parser() -> argparse.ArgumentParser:
-    from scheduler.planner import HARDWARE
+    from blendserve.planner import HARDWARE
 
     p = argparse.ArgumentParser(prog="blendserve estimate", description=__doc__.split("\n")[0])
     p.add_argument("file", type=Path, help="an OpenAI batch input file (JSONL)")
@@ -46,8 +46,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _model(spec: str | None) -> tuple[str, Path]:
-    from core.config import get_settings
-    from core.served import model_paths
+    from blendserve.core.config import get_settings
+    from blendserve.core.served import model_paths
 
     paths = model_paths(get_settings())
     if spec is None:
@@ -65,9 +65,9 @@ def load(file: Path, endpoint: str, name: str, path: Path):
     """The file's requests as a planner Workload (prompt ids, max_tokens), their bodies, and the line errors:
     as the service does, a file-level error refuses the file (no workload) and a request's own error leaves
     that request out (its error listed) while the rest is estimated."""
-    from core.bodies import model_info
-    from scheduler.planner import Workload
-    from scheduler.validation import LineError, context_error, tokenize_each, validate
+    from blendserve.planner import Workload
+    from blendserve.protocol.bodies import model_info
+    from blendserve.scheduler.validation import LineError, context_error, tokenize_each, validate
 
     info = model_info(name, path)
     models = {name: info}
@@ -104,10 +104,10 @@ def load(file: Path, endpoint: str, name: str, path: Path):
 def sampled_lengths(w, bodies: list[dict], model_path: Path, name: str, count: int, seed: int = 0) -> np.ndarray:
     """Every request's output length: observed for a warm-up sample run on the CPU engine, the planner's
     per-subtree estimate for the rest. Each request runs with its own sampling parameters."""
-    from scheduler.planner import PrefixTree, estimate_output_lengths, warmup_sample
-    from worker.engines.base import GenRequest
-    from worker.engines.cpu import CpuEngine
-    from worker.responses import sampling_params
+    from blendserve.planner import PrefixTree, estimate_output_lengths, warmup_sample
+    from blendserve.worker.engines.base import GenRequest
+    from blendserve.worker.engines.cpu import CpuEngine
+    from blendserve.worker.responses import sampling_params
 
     tree = PrefixTree.build(w)
     sample = warmup_sample(w, min(1.0, count / w.n), seed=seed, tree=tree)
@@ -124,12 +124,12 @@ def engine_config(gpu: str, model, overlap: str):
     """The simulated engine: a GPU engine's defaults, or for ``cpu`` the CPU engine's own settings
     (``CpuEngineSettings``: step budget, running cap, KV pool). The ``cpu`` profile's rates are measured on
     that engine, so no kernel efficiency is applied on top of them."""
-    from scheduler.simulator.engine import EngineConfig
+    from blendserve.simulator.engine import EngineConfig
 
     if gpu != "cpu":
         return EngineConfig(overlap=overlap)
-    from core.config import get_settings
-    from worker.engines.cpu.model import default_dtype
+    from blendserve.core.config import get_settings
+    from blendserve.worker.engines.cpu.model import default_dtype
 
     cpu = get_settings().cpu
     # The pool holds K/V in the weights' dtype (bfloat16 where the CPU has it); the profile counts bf16.
@@ -144,8 +144,8 @@ def estimate(w, model_path: Path, gpu: str, gpus: int, output_tokens: float, ove
              lengths: np.ndarray | None = None) -> dict:
     """``hw``, when given, replaces the stored profile of ``gpu`` (a re-measured one, say); ``lengths``,
     when given, are the expected output lengths (sampled_lengths) in place of ``output_tokens``."""
-    from scheduler.planner import HARDWARE, ModelProfile, Workload
-    from scheduler.simulator.runner import run_workload
+    from blendserve.planner import HARDWARE, ModelProfile, Workload
+    from blendserve.simulator.runner import run_workload
 
     model, hw = ModelProfile.from_config(model_path), hw or HARDWARE[gpu]
     config = engine_config(gpu, model, overlap)
@@ -186,7 +186,7 @@ def _table(e: dict) -> str:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    from scheduler.planner import HARDWARE
+    from blendserve.planner import HARDWARE
 
     if args.gpu not in HARDWARE or args.gpus < 1 or args.output_tokens <= 0 or (args.sample or 0) < 0:
         print(f"blendserve estimate: --gpu is one of {', '.join(HARDWARE)}; --gpus and --output-tokens > 0, "

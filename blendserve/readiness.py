@@ -16,13 +16,13 @@ from collections.abc import Callable
 
 import httpx
 
-from core.owners import TENANT
+from blendserve.core.owners import TENANT
 
 POLL_S = 0.5
 
 
 def first_key(spec: str) -> str | None:
-    """The first key of BLENDSERVE_API_KEYS (an entry is `key` or `tenant:key`, as core.owners reads it)."""
+    """The first key of BLENDSERVE_API_KEYS (an entry is `key` or `tenant:key`, as blendserve.core.owners reads it)."""
     for item in filter(None, (x.strip() for x in spec.split(","))):
         tenant, sep, key = item.partition(":")
         return key.strip() if sep and TENANT.fullmatch(tenant) and key.strip() else item

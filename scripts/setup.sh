@@ -35,4 +35,4 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 # Build the C++ kernels now (~30 s, cached per machine) rather than at the first worker start.
-.venv/bin/python -c "from worker.engines.cpu.native import paged_decode; paged_decode()"
+.venv/bin/python -c "from blendserve.worker.engines.cpu.native import paged_decode; paged_decode()"

@@ -19,7 +19,7 @@ TINY = "tiny-llama"
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
-    from core.modelstore import build_tiny_model
+    from blendserve.core.modelstore import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny"))
 
@@ -27,7 +27,7 @@ def tiny_model(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def smollm2_models(tmp_path_factory) -> Path:
     """SmolLM2 converted from its GGUF once per session (the slowest set-up step) into a shared models dir."""
-    from core.modelstore import ensure_checkpoint, smollm2_gguf_path
+    from blendserve.core.modelstore import ensure_checkpoint, smollm2_gguf_path
 
     models = tmp_path_factory.mktemp("models")
     ensure_checkpoint(smollm2_gguf_path(), models)
@@ -36,7 +36,7 @@ def smollm2_models(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2_checkpoint(smollm2_models) -> Path:
-    from core.modelstore import ensure_checkpoint, smollm2_gguf_path
+    from blendserve.core.modelstore import ensure_checkpoint, smollm2_gguf_path
 
     return ensure_checkpoint(smollm2_gguf_path(), smollm2_models)
 

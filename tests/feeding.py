@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from worker.engines.base import GenRequest, SamplingParams
-from worker.engines.server import ServerEngine
+from blendserve.worker.engines.base import GenRequest, SamplingParams
+from blendserve.worker.engines.server import ServerEngine
 
 
 @dataclass

@@ -105,7 +105,7 @@ def test_worker_endpoint_answers_the_api_only(make_deployment):
     endpoint without the secret is a 401. A worker listening off loopback without a secret refuses to start."""
     from sqlalchemy import create_engine, select
 
-    from core.models import Worker
+    from blendserve.core.models import Worker
 
     d = make_deployment(BLENDSERVE_API_KEYS="k1", BLENDSERVE_WORKER_SECRET="w-secret-9f").start_all()
     r = d.client("k1").chat.completions.create(model=TINY, max_tokens=4,

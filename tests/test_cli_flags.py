@@ -4,7 +4,7 @@ import typing
 import pytest
 
 from blendserve.cli import parser
-from core.config import Settings
+from blendserve.core.config import Settings
 
 
 @pytest.mark.parametrize("role", ["serve", "scheduler"])

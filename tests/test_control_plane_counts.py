@@ -6,13 +6,13 @@ import time
 
 from sqlalchemy import case, func, select
 
-from core.config import Settings
-from core.db import make_engine, make_sessionmaker
-from core.migrate import upgrade
-from core.models import Batch, File, Request
-from server.status import batch_status
+from blendserve.api.status import batch_status
+from blendserve.core.config import Settings
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Batch, File, Request
+from blendserve.migrations.upgrade import upgrade
+from blendserve.worker import writes
 from tests.live import pg_schema_url
-from worker import writes
 
 
 def _result(rid: int, status: str = "completed", out: int = 5) -> dict:
@@ -55,7 +55,7 @@ def test_results_written_twice_are_counted_once(tmp_path, backend):
 
 
 def test_idle_ranks_back_off_between_empty_claims():
-    from worker.ranks import IDLE_BACKOFF, idle_wait
+    from blendserve.worker.ranks import IDLE_BACKOFF, idle_wait
 
     waits = [idle_wait(0.1, n) for n in range(1, 10)]
     assert 0.075 <= waits[0] <= 0.1 and all(w <= 0.1 * IDLE_BACKOFF for w in waits)

@@ -8,13 +8,13 @@ import time
 
 from sqlalchemy import update
 
-from core.config import Settings
-from core.db import make_engine, make_sessionmaker
-from core.migrate import upgrade
-from core.models import Batch, File, Lease, Request
-from core.storage import FileStore
-from scheduler import lifecycle
-from scheduler.fencing import FencedSessions
+from blendserve.core.config import Settings
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Batch, File, Lease, Request
+from blendserve.core.storage import FileStore
+from blendserve.migrations.upgrade import upgrade
+from blendserve.scheduler import lifecycle
+from blendserve.scheduler.fencing import FencedSessions
 from tests.live import pg_schema_url
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from sqlalchemy import select, text, update
 
-from core.models import Batch, Request
-from scheduler import intake
-from scheduler.service import Scheduler
+from blendserve.core.models import Batch, Request
+from blendserve.scheduler import intake
+from blendserve.scheduler.service import Scheduler
 from tests.conftest import TINY
 from tests.live import chat_lines
 from tests.reliability.inproc import add_batch, settings

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from sqlalchemy import event, func, select, update
 
-from core.models import Batch, Chunk, Request
-from scheduler import intake, planning
-from scheduler.service import Scheduler
+from blendserve.core.models import Batch, Chunk, Request
+from blendserve.scheduler import intake, planning
+from blendserve.scheduler.service import Scheduler
 from tests.conftest import TINY
 from tests.live import chat_lines
 from tests.reliability.inproc import add_batch, settings

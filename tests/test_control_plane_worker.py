@@ -1,9 +1,9 @@
 """The worker's engine loop at cluster scale (docs/design.md §10).
 
-The cancel epoch (worker/engines/base.py): an engine skips its per-request
+The cancel epoch (blendserve/worker/engines/base.py): an engine skips its per-request
 cancellation checks while nothing was cancelled, and still drops cancelled work
 at the next step: a cancelled batch, a lost claim, a stop, an interactive caller
-who left. Claims ahead (worker/service.py): the next chunk is claimed before the
+who left. Claims ahead (blendserve/worker/service.py): the next chunk is claimed before the
 engine asks for its first request, and a clean stop hands it back unrun."""
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ import time
 import pytest
 from sqlalchemy import func, select, update
 
-from core.config import Settings
-from core.db import make_engine, make_sessionmaker
-from core.migrate import upgrade
-from core.models import Batch, Chunk, File, Request
+from blendserve.core.config import Settings
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Batch, Chunk, File, Request
+from blendserve.migrations.upgrade import upgrade
+from blendserve.worker.engines.base import GenRequest, SamplingParams
+from blendserve.worker.engines.echo import EchoEngine
+from blendserve.worker.lane import Lane
+from blendserve.worker.service import WorkerService
 from tests.live import pg_schema_url
-from worker.engines.base import GenRequest, SamplingParams
-from worker.engines.echo import EchoEngine
-from worker.lane import Lane
-from worker.service import WorkerService
 
 
 def _req(key: int, n: int) -> GenRequest:
@@ -72,9 +72,9 @@ def test_every_engine_takes_the_epoch():
     """The worker always passes `cancel_epoch` (Engine.generate), so every engine must accept it."""
     import inspect
 
-    from worker.engines.cpu.engine import CpuEngine
-    from worker.engines.sglang import SGLangEngine
-    from worker.engines.vllm import VllmEngine
+    from blendserve.worker.engines.cpu.engine import CpuEngine
+    from blendserve.worker.engines.sglang import SGLangEngine
+    from blendserve.worker.engines.vllm import VllmEngine
 
     for cls in (EchoEngine, CpuEngine, SGLangEngine, VllmEngine):
         assert "cancel_epoch" in inspect.signature(cls.generate).parameters, cls.__name__

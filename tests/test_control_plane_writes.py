@@ -11,18 +11,18 @@ import numpy as np
 import pytest
 from sqlalchemy import event, func, select
 
-from core.bodies import tokenize
-from core.config import Settings
-from core.db import make_engine, make_sessionmaker
-from core.migrate import upgrade
-from core.models import Batch, BatchCount, Chunk, File, Request, Worker
-from scheduler import intake
-from scheduler.service import Scheduler
+from blendserve.core.config import Settings
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Batch, BatchCount, Chunk, File, Request, Worker
+from blendserve.migrations.upgrade import upgrade
+from blendserve.protocol.bodies import tokenize
+from blendserve.scheduler import intake
+from blendserve.scheduler.service import Scheduler
+from blendserve.worker import claims, writes
+from blendserve.worker.ranks import Claims, LiveBatches
 from tests.conftest import TINY
 from tests.live import chat_lines, pg_schema_url
 from tests.reliability.inproc import add_batch, settings
-from worker import claims, writes
-from worker.ranks import Claims, LiveBatches
 
 
 @pytest.fixture
@@ -233,7 +233,7 @@ def test_idle_ranks_of_a_process_share_an_empty_claim(db):
 
 
 def test_the_shared_empty_claim_holds_longer_while_claims_stay_empty(db):
-    from worker.ranks import IDLE_BACKOFF
+    from blendserve.worker.ranks import IDLE_BACKOFF
 
     engine, sessions = db
     _worker(sessions, "worker_a")

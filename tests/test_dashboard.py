@@ -9,9 +9,9 @@ import pytest
 from playwright.sync_api import sync_playwright
 from sqlalchemy import delete, func, select
 
-from core.db import make_engine, make_sessionmaker
-from core.models import Batch, PlanningRound, Request, Worker
-from server.dashboard import eta_of
+from blendserve.api.dashboard import eta_of
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Batch, PlanningRound, Request, Worker
 from tests.conftest import TINY
 from tests.live import chat_lines, jsonl, wait_batch
 
@@ -224,7 +224,7 @@ def test_status_line_says_the_phase_and_the_reason():
 
 def test_phases_of_a_running_batch():
     """Before its first result a batch says what it waits for; after it, it is simply running."""
-    from server.dashboard import phase_of
+    from blendserve.api.dashboard import phase_of
 
     waiting = Batch(status="in_progress", first_run_at=None)
     assert phase_of(waiting, 0, 12) == "planning"                       # some requests not planned yet

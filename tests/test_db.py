@@ -5,7 +5,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from core.db import make_engine
+from blendserve.core.db import make_engine
 
 
 def test_readonly_reads_while_a_writer_holds_the_lock(tmp_path):
@@ -40,7 +40,7 @@ def test_readonly_reads_while_a_writer_holds_the_lock(tmp_path):
 def test_a_postgresql_connection_killed_while_idle_is_replaced_unseen(monkeypatch):
     """The check before use that replaced pool_pre_ping: a backend killed while its connection sat in
     the pool (a server restart) is noticed at checkout and replaced; the caller sees no error."""
-    from core import db
+    from blendserve.core import db
     from tests.live import PG_ADMIN, pg_schema_url
 
     engine, admin = make_engine(pg_schema_url(), pool_size=1), sa.create_engine(PG_ADMIN)

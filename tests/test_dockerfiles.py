@@ -80,7 +80,7 @@ def test_the_sglang_image_checks_its_packages_at_build() -> None:
     codes = build_checks(ROOT / "Dockerfile.sglang")
     assert codes, "Dockerfile.sglang has no build-time check"
     names = set().union(*(imported(c) for c in codes))
-    assert {"sglang", "blendserve", "worker.engines.sglang"} <= names
+    assert {"sglang", "blendserve", "blendserve.worker.engines.sglang"} <= names
     assert any("find_spec('sgl_kernel')" in c for c in codes)
 
 

@@ -140,7 +140,7 @@ def test_the_cpu_test_bed_skips_the_gpu_checks(tmp_path: Path) -> None:
 def test_the_engine_does_not_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Installed-engine checks: sglang missing from the interpreter (the main venv has none)."""
     monkeypatch.setenv("BLENDSERVE_DATA_DIR", str(tmp_path / "data"))
-    from core.config import get_settings
+    from blendserve.core.config import get_settings
 
     get_settings.cache_clear()
     rows = by_name(doctor.checks(Target(engine="sglang", python=sys.executable, device="cpu"), machine()))
@@ -175,7 +175,7 @@ def test_gpu_memory_for_weights_and_a_kv_pool(tmp_path: Path) -> None:
 
 def test_a_database_that_does_not_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BLENDSERVE_DATABASE_URL", "postgresql+psycopg://u:secret@127.0.0.1:1/none")
-    from core.config import get_settings
+    from blendserve.core.config import get_settings
 
     get_settings.cache_clear()
     try:

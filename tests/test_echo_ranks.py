@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from core.db import make_engine, make_sessionmaker
-from core.models import Chunk, Request, Worker
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Chunk, Request, Worker
 from tests.conftest import TINY
 from tests.live import chat_lines, read_lines, run_batch
 

@@ -55,7 +55,7 @@ def test_estimate_refuses_what_the_service_refuses(tiny_model, tmp_path):
 def test_cpu_estimate_learns_output_lengths_from_a_sample_run(tiny_model, tmp_path):
     """With --gpu cpu the command runs a warm-up sample of the file on the CPU engine: a subtree whose answers
     stop at once (EOS favoured) and one that runs to max_tokens are told apart, where an assumption cannot."""
-    from core.modelstore import eos_token_ids
+    from blendserve.core.modelstore import eos_token_ids
 
     eos = eos_token_ids(tiny_model)[0]
     short = chat_lines(30, "tiny-llama", max_tokens=40, prefix="Answer with one word. " * 20,

@@ -12,10 +12,10 @@ import time
 
 import httpx
 
-from core.config import SMOLLM2, Settings
-from core.embedstore import MINILM, ensure_minilm
-from core.modelstore import smollm2_gguf_path
-from core.served import first_start_work
+from blendserve.core.config import SMOLLM2, Settings
+from blendserve.core.embedstore import MINILM, ensure_minilm
+from blendserve.core.modelstore import smollm2_gguf_path
+from blendserve.core.served import first_start_work
 from tests.live import free_port
 
 KEY = "first-start-key-5d21"

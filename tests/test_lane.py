@@ -5,10 +5,10 @@ import threading
 import time
 from pathlib import Path
 
-from core.modelstore import load_tokenizer
-from worker.engines.base import GenRequest, SamplingParams
-from worker.http_io import TextStream
-from worker.lane import Lane
+from blendserve.core.modelstore import load_tokenizer
+from blendserve.worker.engines.base import GenRequest, SamplingParams
+from blendserve.worker.http_io import TextStream
+from blendserve.worker.lane import Lane
 
 P = SamplingParams(max_tokens=4)
 
@@ -80,7 +80,7 @@ def test_stream_deltas_without_stops_follow_every_token(tiny_model: Path) -> Non
 
 
 def test_the_lane_share_counts_the_last_window_only() -> None:
-    from worker.lane import Share
+    from blendserve.worker.lane import Share
 
     share = Share(window_s=0.3)
     assert share.value() == 0.0
@@ -94,11 +94,11 @@ def test_the_lane_share_counts_the_last_window_only() -> None:
 
 def test_the_planner_paces_to_what_the_lane_leaves(tmp_path: Path, tiny_model: Path, monkeypatch) -> None:
     """A worker whose lane took 40% of its tokens is planned with 60% of its step budget."""
-    from core.config import Settings
-    from core.db import make_engine, make_sessionmaker
-    from core.migrate import upgrade
-    from core.models import Worker
-    from scheduler.service import policy_for
+    from blendserve.core.config import Settings
+    from blendserve.core.db import make_engine, make_sessionmaker
+    from blendserve.core.models import Worker
+    from blendserve.migrations.upgrade import upgrade
+    from blendserve.scheduler.service import policy_for
 
     settings = Settings(data_dir=tmp_path, models=f"tiny={tiny_model}")
     upgrade(settings.db_url)

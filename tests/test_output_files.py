@@ -4,12 +4,12 @@ from __future__ import annotations
 import json
 import time
 
-from core.config import Settings
-from core.db import make_engine, make_sessionmaker
-from core.migrate import upgrade
-from core.models import Batch, File, Request
-from core.storage import FileStore
-from scheduler import lifecycle
+from blendserve.core.config import Settings
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Batch, File, Request
+from blendserve.core.storage import FileStore
+from blendserve.migrations.upgrade import upgrade
+from blendserve.scheduler import lifecycle
 
 NASTY = "a\u2028b\u2029c\x85d\x1ce\nf\u00e9"
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from core.db import make_engine
-from scheduler.blend import BlendServe
-from scheduler.planner import MODELS
-from scheduler.planner.perf import HARDWARE, mem_time
-from scheduler.planning import Round
+from blendserve.core.db import make_engine
+from blendserve.planner import MODELS
+from blendserve.planner.perf import HARDWARE, mem_time
+from blendserve.scheduler.blend import BlendServe
+from blendserve.scheduler.planning import Round
 from tests.conftest import TINY
 from tests.live import jsonl, read_lines, wait_batch
 
@@ -162,7 +162,7 @@ def test_long_outputs_in_the_history_do_not_lift_requests_that_may_not_decode_th
     """No shared prefix: short chats (max_tokens 256, ~40 tokens out) beside long generations (max_tokens 20,000,
     ~16K out) under one root. The long-bound observations inform only the long-bound requests (plan.tail_threshold),
     so the chats are planned at their own history's lengths, not lifted to their cap by two 16K outputs."""
-    from scheduler.blend import _lengths
+    from blendserve.scheduler.blend import _lengths
 
     model = MODELS["llama-3.1-8b"]
     def prompt(i):
@@ -187,8 +187,8 @@ def test_a_cap_the_history_shows_to_be_loose_is_no_tail_bound():
     """Chats capped at 4096 that the history shows decoding 30-50 tokens are planned at their estimates, not
     guarded at 4096 as tail (docs/design.md §3.6, loose caps); the long generations' 20,000 stays their bound, and
     so does a cap that fewer than MIN_CAP_SAMPLES observations cover."""
-    from scheduler.blend import _lengths
-    from scheduler.planner.estimate import MIN_CAP_SAMPLES
+    from blendserve.planner.estimate import MIN_CAP_SAMPLES
+    from blendserve.scheduler.blend import _lengths
 
     model = MODELS["llama-3.1-8b"]
     def prompt(i):

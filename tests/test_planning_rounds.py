@@ -5,11 +5,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
-from core.db import make_engine, make_sessionmaker
-from core.migrate import upgrade
-from core.models import PlanningRound
-from scheduler import rounds
-from server.metrics import JobTableCollector
+from blendserve.api.metrics import JobTableCollector
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import PlanningRound
+from blendserve.migrations.upgrade import upgrade
+from blendserve.scheduler import rounds
 from tests.live import pg_schema_url
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.owners import owner_of_key
-from scheduler import priority
+from blendserve.core.owners import owner_of_key
+from blendserve.scheduler import priority
 from tests.conftest import TINY
 from tests.live import chat_lines, jsonl, wait_batch
 

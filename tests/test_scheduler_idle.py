@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from scheduler.service import IDLE_TICKS, Scheduler
+from blendserve.scheduler.service import IDLE_TICKS, Scheduler
 from tests.conftest import TINY
 from tests.live import chat_lines
 from tests.reliability.inproc import add_batch, settings, status

@@ -9,9 +9,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
-from core.bodies import model_info
-from core.modelstore import load_tokenizer
-from core.segments import SegmentEncoder
+from blendserve.core.modelstore import load_tokenizer
+from blendserve.core.segments import SegmentEncoder
+from blendserve.protocol.bodies import model_info
 
 TEXTS = ["plain words here", "日本語のテキストと中文", "emoji 🤖🎉👩‍👩‍👧", "e\u0301\u0301 combining",
          "   \t\n\n  spaces",

@@ -9,8 +9,8 @@ import time
 
 import httpx
 
-from core.config import SMOLLM2
-from core.embedstore import MINILM
+from blendserve.core.config import SMOLLM2
+from blendserve.core.embedstore import MINILM
 from tests.live import free_port, read_lines, run_batch
 
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from worker.engines.base import GenRequest, SamplingParams
-from worker.engines.server import native
-from worker.engines.server.calls import Refused, Rejected, Unavailable, error_for
-from worker.engines.server.discovery import ServerInfo, known
+from blendserve.worker.engines.base import GenRequest, SamplingParams
+from blendserve.worker.engines.server import native
+from blendserve.worker.engines.server.calls import Refused, Rejected, Unavailable, error_for
+from blendserve.worker.engines.server.discovery import ServerInfo, known
 
 
 @pytest.mark.parametrize(("status", "text", "kind"), [

@@ -1,4 +1,4 @@
-"""The README's configuration table and core/config.py's settings name the same variables, both ways."""
+"""The README's configuration table and blendserve/core/config.py's settings name the same variables, both ways."""
 from __future__ import annotations
 
 import re
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic_settings import BaseSettings
 
-from core.config import Settings
+from blendserve.core.config import Settings
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -11,14 +11,14 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from core.bodies import model_info
-from core.config import Settings
-from core.db import make_engine, make_sessionmaker
-from core.migrate import upgrade
-from core.models import Batch, File, Request
-from core.storage import FileStore
-from scheduler import intake
-from scheduler.validation import LineError, ValidRequest, tokenize, validate
+from blendserve.core.config import Settings
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Batch, File, Request
+from blendserve.core.storage import FileStore
+from blendserve.migrations.upgrade import upgrade
+from blendserve.protocol.bodies import model_info
+from blendserve.scheduler import intake
+from blendserve.scheduler.validation import LineError, ValidRequest, tokenize, validate
 
 CHAT = "/v1/chat/completions"
 TEXTS = ["plain words here", "日本語のテキストと中文", "emoji 🤖🎉👩‍👩‍👧", "e\u0301\u0301 combining",

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from core.config import Settings
-from server.app import create_app
+from blendserve.api.app import create_app
+from blendserve.core.config import Settings
 from tests.live import free_port
 
 

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from core.config import Settings
-from core.db import make_engine
-from core.migrate import upgrade
-from core.models import Batch, Chunk, Request
+from blendserve.core.config import Settings
+from blendserve.core.db import make_engine
+from blendserve.core.models import Batch, Chunk, Request
+from blendserve.migrations.upgrade import upgrade
 
-# The shapes of scheduler/planning.py's per-round queries.
+# The shapes of blendserve/scheduler/planning.py's per-round queries.
 QUERIES = {
     "due models": select(Request.model, func.count(), func.min(Batch.in_progress_at)).join(Batch)
     .where(Request.status == "pending", Batch.status == "in_progress").group_by(Request.model),

@@ -6,12 +6,12 @@ import time
 
 import pytest
 
-from core.config import Settings
-from core.db import make_engine, make_sessionmaker
-from core.migrate import upgrade
-from core.models import Batch, File
-from core.storage import FileStore
-from scheduler import retention
+from blendserve.core.config import Settings
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Batch, File
+from blendserve.core.storage import FileStore
+from blendserve.migrations.upgrade import upgrade
+from blendserve.scheduler import retention
 from tests.conftest import TINY
 from tests.live import chat_lines, pg_schema_url, run_batch
 

@@ -7,14 +7,14 @@ from pathlib import Path
 import openai
 import pytest
 
-from core.embedstore import MINILM
+from blendserve.core.embedstore import MINILM
 from tests.conftest import TINY
 from tests.live import Deployment, pg_schema_url
 
 
 @pytest.fixture(scope="session")
 def minilm(tmp_path_factory) -> Path:
-    from core.embedstore import ensure_minilm
+    from blendserve.core.embedstore import ensure_minilm
 
     return ensure_minilm(tmp_path_factory.mktemp("minilm"))
 

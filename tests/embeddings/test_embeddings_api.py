@@ -9,7 +9,7 @@ import numpy as np
 import openai
 import pytest
 
-from core.embedstore import MINILM
+from blendserve.core.embedstore import MINILM
 from tests.conftest import TINY
 from tests.live import read_lines, run_batch
 
@@ -42,7 +42,7 @@ def test_strings_match_sentence_transformers(embed_deployment, reference) -> Non
 
 
 def test_token_ids_and_base64(embed_deployment, minilm) -> None:
-    from core.embeddings import embed_model_info
+    from blendserve.protocol.embeddings import embed_model_info
 
     c = embed_deployment.client()
     ids = embed_model_info("m", minilm).encode(TEXTS[:2])
@@ -84,7 +84,7 @@ def test_each_model_serves_only_its_endpoints(embed_deployment) -> None:
 
 
 def test_batch_of_embeddings(embed_deployment, reference, minilm) -> None:
-    from core.embeddings import embed_model_info
+    from blendserve.protocol.embeddings import embed_model_info
 
     c = embed_deployment.client()
     ids = embed_model_info("m", minilm).encode(TEXTS[:1])[0]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.embeddings import embed_model_info, join
-from worker.engines.base import GenRequest, SamplingParams
-from worker.engines.embed import EmbeddingEngine
+from blendserve.protocol.embeddings import embed_model_info, join
+from blendserve.worker.engines.base import GenRequest, SamplingParams
+from blendserve.worker.engines.embed import EmbeddingEngine
 
 TEXTS = ["Hello world", "The capital of France is Paris.", "a " * 250, "Ünïcödé ça va? 東京 🙂",
          "short", "Embeddings place similar sentences close together. " * 8, "x", "Batch inference, offline."]

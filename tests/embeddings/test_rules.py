@@ -6,7 +6,7 @@ import base64
 import numpy as np
 import pytest
 
-from core.embeddings import (
+from blendserve.protocol.embeddings import (
     SEGMENT,
     check_embeddings,
     context_error,
@@ -17,7 +17,7 @@ from core.embeddings import (
     token_count,
     tokenize,
 )
-from core.fields import BodyError
+from blendserve.protocol.fields import BodyError
 
 
 @pytest.fixture(scope="module")

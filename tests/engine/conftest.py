@@ -8,8 +8,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from core.modelstore import build_tiny_model  # noqa: E402
-from worker.engines.cpu import CpuEngine  # noqa: E402
+from blendserve.core.modelstore import build_tiny_model  # noqa: E402
+from blendserve.worker.engines.cpu import CpuEngine  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.engines.cpu.block_manager import BlockManager, block_hash
+from blendserve.worker.engines.cpu.block_manager import BlockManager, block_hash
 
 
 def fill(bm: BlockManager, tokens: list[int]) -> tuple[list[int], list[int]]:

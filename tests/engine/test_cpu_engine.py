@@ -8,12 +8,12 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM
 
-from core.modelstore import load_tokenizer
-from worker.engines.base import GenRequest, GenResult, SamplingParams
-from worker.engines.cpu import CpuEngine
-from worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
-from worker.engines.cpu.model import Llama, default_dtype
-from worker.engines.cpu.sampler import draw
+from blendserve.core.modelstore import load_tokenizer
+from blendserve.worker.engines.base import GenRequest, GenResult, SamplingParams
+from blendserve.worker.engines.cpu import CpuEngine
+from blendserve.worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
+from blendserve.worker.engines.cpu.model import Llama, default_dtype
+from blendserve.worker.engines.cpu.sampler import draw
 
 GREEDY = SamplingParams(max_tokens=12, temperature=0.0)
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import time
 
-from worker.engines.base import GenRequest, SamplingParams
-from worker.engines.echo import BLOCK, EchoEngine
+from blendserve.worker.engines.base import GenRequest, SamplingParams
+from blendserve.worker.engines.echo import BLOCK, EchoEngine
 
 
 def _req(key: int, ids: list[int], n: int) -> GenRequest:

@@ -1,8 +1,8 @@
 """Engine.stats(): what the worker's heartbeat pushes (running sequences, KV tokens they hold), mid-stream and after."""
 from __future__ import annotations
 
-from worker.engines.base import EngineStats, GenRequest, SamplingParams, engine_stats
-from worker.engines.echo import EchoEngine
+from blendserve.worker.engines.base import EngineStats, GenRequest, SamplingParams, engine_stats
+from blendserve.worker.engines.echo import EchoEngine
 
 
 def _reqs(n: int, prompt: int, out: int, step: int = 0) -> list[GenRequest]:

@@ -9,8 +9,8 @@ from pathlib import Path
 _THREADS_PROBE = """
 import os, sys, threading
 from pathlib import Path
-from worker.engines.base import GenRequest, SamplingParams
-from worker.engines.cpu import CpuEngine
+from blendserve.worker.engines.base import GenRequest, SamplingParams
+from blendserve.worker.engines.cpu import CpuEngine
 def threads() -> int:
     return len(os.listdir("/proc/self/task"))
 before = threads()

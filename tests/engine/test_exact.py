@@ -7,12 +7,12 @@ from pathlib import Path
 
 import torch
 
-from core.config import CpuEngineSettings
-from worker.engines.base import GenRequest, SamplingParams
-from worker.engines.cpu import CpuEngine
-from worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
-from worker.engines.cpu.model import Llama, row_blocked
-from worker.engines.cpu.native import paged_decode
+from blendserve.core.config import CpuEngineSettings
+from blendserve.worker.engines.base import GenRequest, SamplingParams
+from blendserve.worker.engines.cpu import CpuEngine
+from blendserve.worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
+from blendserve.worker.engines.cpu.model import Llama, row_blocked
+from blendserve.worker.engines.cpu.native import paged_decode
 
 
 def test_row_blocked_rows_do_not_depend_on_their_call() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file
 
-from core.modelstore import (
+from blendserve.core.modelstore import (
     build_tiny_model,
     context_length,
     ensure_checkpoint,

@@ -6,8 +6,8 @@ import random
 import pytest
 import torch
 
-from worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
-from worker.engines.cpu.native import paged_decode
+from blendserve.worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
+from blendserve.worker.engines.cpu.native import paged_decode
 
 KH, H, D, BS = 3, 9, 64, 16
 
@@ -72,7 +72,7 @@ def test_kernel_rejects_what_it_cannot_read(kernel) -> None:
 
 
 def test_the_torch_path_can_be_chosen(tiny_model, monkeypatch) -> None:
-    from worker.engines.cpu import CpuEngine
+    from blendserve.worker.engines.cpu import CpuEngine
 
     assert CpuEngine(tiny_model, "tiny", threads=1, kv_capacity_tokens=64).decode_kernel is not None
     monkeypatch.setenv("BLENDSERVE_CPU_NATIVE", "0")
@@ -85,7 +85,7 @@ def test_a_stale_build_lock_is_removed_and_a_fresh_one_kept(tmp_path):
     import os
     import time
 
-    from worker.engines.cpu.native import clear_stale_lock
+    from blendserve.worker.engines.cpu.native import clear_stale_lock
 
     lock = tmp_path / "lock"
     assert not clear_stale_lock(lock)                       # none there

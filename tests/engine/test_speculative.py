@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.modelstore import load_tokenizer
-from worker.engines.base import GenRequest, GenResult, SamplingParams
-from worker.engines.cpu import CpuEngine
-from worker.engines.cpu.scheduler import Sequence
-from worker.engines.cpu.speculative import PromptLookup, SpecConfig
-from worker.engines.speculative import SpecConfig as SharedSpecConfig
+from blendserve.core.modelstore import load_tokenizer
+from blendserve.worker.engines.base import GenRequest, GenResult, SamplingParams
+from blendserve.worker.engines.cpu import CpuEngine
+from blendserve.worker.engines.cpu.scheduler import Sequence
+from blendserve.worker.engines.cpu.speculative import PromptLookup, SpecConfig
+from blendserve.worker.engines.speculative import SpecConfig as SharedSpecConfig
 
 NGRAM = SpecConfig("ngram", tokens=6, min_n=1, max_n=3)
 OFF = SpecConfig("off")
@@ -98,7 +98,7 @@ def test_switch_reads_the_environment_and_configures_vllm_and_sglang(monkeypatch
     assert spec.vllm() == {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 2,
                            "prompt_lookup_max": 3}
     assert spec.sglang() == {"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 5}
-    from worker.engines.vllm import VllmOptions  # vLLM itself is not needed to build its arguments
+    from blendserve.worker.engines.vllm import VllmOptions  # vLLM itself is not needed to build its arguments
 
     args = VllmOptions.from_settings().engine_args(Path("/m"), "m")
     assert args["speculative_config"]["method"] == "ngram"
@@ -261,8 +261,8 @@ def test_smollm2_rewrite_accepts_most_drafts(smollm2_checkpoint: Path) -> None:
 def test_short_chunks_batched_attend_as_alone(tiny_model: Path) -> None:
     """Decodes and short multi-token chunks (a decode and its draft) of different lengths, batched in
     one padded group, give the logits that one causal SDPA per chunk gives."""
-    from worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
-    from worker.engines.cpu.model import Llama
+    from blendserve.worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
+    from blendserve.worker.engines.cpu.model import Llama
 
     class Alone(PagedAttention):
         SHORT = 0

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.modelstore import load_tokenizer
-from worker.engines.cpu.stops import StopChecker
+from blendserve.core.modelstore import load_tokenizer
+from blendserve.worker.engines.cpu.stops import StopChecker
 
 
 def test_incremental_text_equals_full_decode(smollm2_checkpoint: Path) -> None:

@@ -6,7 +6,7 @@ import pytest
 import torch
 import xgrammar as xgr
 
-from worker.engines.cpu.native import token_mask
+from blendserve.worker.engines.cpu.native import token_mask
 
 
 @pytest.mark.parametrize("vocab", [49152, 1000])          # a whole last word; a last word cut at 8 tokens

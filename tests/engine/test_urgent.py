@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from worker.engines.base import GenRequest, SamplingParams
-from worker.engines.cpu import CpuEngine
-from worker.engines.speculative import SpecConfig
+from blendserve.worker.engines.base import GenRequest, SamplingParams
+from blendserve.worker.engines.cpu import CpuEngine
+from blendserve.worker.engines.speculative import SpecConfig
 
 GREEDY = SamplingParams(max_tokens=16, temperature=0.0)
 

@@ -29,6 +29,6 @@ def served(deployment):
 
 @pytest.fixture(scope="session")
 def tiny_engine(tiny_model):
-    from worker.engines.cpu.engine import CpuEngine
+    from blendserve.worker.engines.cpu.engine import CpuEngine
 
     return CpuEngine(tiny_model, TINY, threads=1, kv_capacity_tokens=16384)

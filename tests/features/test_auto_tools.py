@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from core.bodies import model_info, prompt_text
-from core.structured import ToolCall, parse_calls
+from blendserve.protocol.bodies import model_info, prompt_text
+from blendserve.protocol.structured import ToolCall, parse_calls
+from blendserve.worker.engines.base import GenResult
+from blendserve.worker.responses import chat_message
 from tests.live import Deployment, read_lines, run_batch
-from worker.engines.base import GenResult
-from worker.responses import chat_message
 
 HERMES = """{%- if tools %}<|im_start|>system
 You may call functions. <tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools>

@@ -7,10 +7,10 @@ import openai
 import pytest
 import torch
 
+from blendserve.worker.engines.base import SamplingParams
+from blendserve.worker.engines.cpu.sampler import SamplingState, sample
 from tests.conftest import TINY
 from tests.live import read_lines, run_batch
-from worker.engines.base import SamplingParams
-from worker.engines.cpu.sampler import SamplingState, sample
 
 ASK = [{"role": "user", "content": "Tell me a story."}]
 

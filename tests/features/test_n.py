@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from core.db import make_engine, make_sessionmaker
-from core.migrate import upgrade
-from core.models import Batch, Request
-from scheduler.planning import _output_bound
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Batch, Request
+from blendserve.migrations.upgrade import upgrade
+from blendserve.scheduler.planning import _output_bound
+from blendserve.worker.engines.base import GenRequest, SamplingParams
 from tests.conftest import TINY
 from tests.live import pg_schema_url, read_lines, run_batch
-from worker.engines.base import GenRequest, SamplingParams
 
 ASK = [{"role": "user", "content": "Write something."}]
 

@@ -11,8 +11,8 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from core.fields import BodyError
-from core.structured import check_schema, schema_constraint
+from blendserve.protocol.fields import BodyError
+from blendserve.protocol.structured import check_schema, schema_constraint
 from tests.conftest import TINY
 from tests.live import chat_lines, read_lines, run_batch
 
@@ -90,7 +90,7 @@ def test_outputs_keep_the_schemas_key_order(served) -> None:
 
 
 def test_grammars_compile_once_per_schema(tiny_engine) -> None:
-    from worker.engines.cpu.grammar import Grammars
+    from blendserve.worker.engines.cpu.grammar import Grammars
 
     g = Grammars(tiny_engine.tokenizer, int(tiny_engine.model.lm_head.shape[0]), sorted(tiny_engine.eos))
     s = schema_constraint(fmt("x", LABEL), "rf").schema
@@ -102,9 +102,9 @@ def test_grammars_compile_once_per_schema(tiny_engine) -> None:
 def test_a_steps_masks_land_on_its_constrained_rows_only(tiny_engine, native) -> None:
     import torch
 
-    from worker.engines.base import SamplingParams
-    from worker.engines.cpu.grammar import Grammars
-    from worker.engines.cpu.sampler import SamplingState, sample
+    from blendserve.worker.engines.base import SamplingParams
+    from blendserve.worker.engines.cpu.grammar import Grammars
+    from blendserve.worker.engines.cpu.sampler import SamplingState, sample
 
     g = Grammars(tiny_engine.tokenizer, int(tiny_engine.model.lm_head.shape[0]), sorted(tiny_engine.eos),
                  native=native)

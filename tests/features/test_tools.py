@@ -10,8 +10,8 @@ import jsonschema_rs
 import openai
 import pytest
 
-from core.fields import BodyError
-from core.structured import ToolCall, check_auto, check_tools
+from blendserve.protocol.fields import BodyError
+from blendserve.protocol.structured import ToolCall, check_auto, check_tools
 from tests.conftest import TINY
 from tests.live import read_lines, run_batch
 

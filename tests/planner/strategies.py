@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from scheduler.planner import perf
-from scheduler.planner.workload import Workload
+from blendserve.planner import perf
+from blendserve.planner.workload import Workload
 
 MODEL = perf.MODELS["llama-3.1-8b"]
 GPU = perf.HARDWARE["a100-80gb"]

@@ -3,7 +3,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.planner.arrayops import RangeMin, next_smaller, path_sum, prev_smaller, ragged_arange
+from blendserve.planner.arrayops import RangeMin, next_smaller, path_sum, prev_smaller, ragged_arange
 
 ints = st.lists(st.integers(0, 4), max_size=40)
 

@@ -3,8 +3,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.planner import perf
-from scheduler.planner.dualscan import dual_scan
+from blendserve.planner import perf
+from blendserve.planner.dualscan import dual_scan
 
 from .strategies import GPU, MODEL
 

@@ -3,9 +3,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.planner.estimate import effective_output_lengths, estimate_output_lengths, loose_caps, warmup_sample
-from scheduler.planner.tree import PrefixTree
-from scheduler.planner.workload import Workload
+from blendserve.planner.estimate import effective_output_lengths, estimate_output_lengths, loose_caps, warmup_sample
+from blendserve.planner.tree import PrefixTree
+from blendserve.planner.workload import Workload
 
 from .strategies import workloads
 
@@ -67,7 +67,7 @@ def test_estimates_come_from_the_tree_alone_on_traces_without_a_dataset_marker()
     subjects, BurstGPT's system prompts) are estimated from their subtree's 1% sample, close to the truth;
     requests that share no prefix cannot be told apart by the tree (an OpenVid prompt from a BurstGPT one), so
     they all get the prior, whatever their dataset: the limit that no marker leaves (see BENCHMARKS.md)."""
-    from scheduler.simulator import workloads
+    from blendserve.simulator import workloads
 
     w = workloads.generate("trace1", 12_000, seed=2)
     assert w.output_len is not None
@@ -114,8 +114,8 @@ def test_effective_lengths_let_the_planner_see_the_memory_a_few_long_outputs_hid
     """Trace 4 (no dataset marker): the 1% sample catches a few of the 0.2% 16K-token generations. With mean
     lengths the planner took the workload for compute-bound (rho(root) ~10x the truth); with effective lengths
     its density is within a factor 2 of the truth, so the blend has memory-dense work to balance."""
-    from scheduler.planner import HARDWARE, MODELS, plan
-    from scheduler.simulator import workloads
+    from blendserve.planner import HARDWARE, MODELS, plan
+    from blendserve.simulator import workloads
 
     model, hw = MODELS["llama-3.1-8b"], HARDWARE["a100-80gb"]
     w = workloads.generate("trace4", 30_000, seed=2, model=model, hw=hw)
@@ -157,8 +157,8 @@ def test_the_rest_of_a_trace_is_estimated_near_its_truth_whatever_long_outputs_t
     """Trace 1 (no dataset marker): seeds whose 1% sample caught one 16K-token generation. Without strata that
     one sample lifted every unshared short request's effective length (17-22x the rest's true decode tokens);
     with the long-bound samples apart (plan.tail_threshold), the rest stays within 1.7x of its truth."""
-    from scheduler.planner import HARDWARE, MODELS, tail_threshold
-    from scheduler.simulator import workloads
+    from blendserve.planner import HARDWARE, MODELS, tail_threshold
+    from blendserve.simulator import workloads
 
     model, hw = MODELS["llama-3.1-8b"], HARDWARE["a100-80gb"]
     w = workloads.generate("trace1", 30_000, seed=0, model=model, hw=hw)

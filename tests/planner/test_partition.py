@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.planner.partition import partition, piece_seconds
+from blendserve.planner.partition import partition, piece_seconds
 
 
 @settings(max_examples=100, deadline=None)

@@ -1,7 +1,7 @@
 """The performance model against the worked test vectors of docs/design.md §3.12 (Llama-3-8B, A100)."""
 import pytest
 
-from scheduler.planner import perf
+from blendserve.planner import perf
 
 M = perf.ModelProfile("llama-3-8b", 8.03e9, 32, 8 * 128)
 A100 = perf.HardwareProfile("a100", 312e12, 2.039e12, 80e9)

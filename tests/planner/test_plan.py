@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.planner import POLICIES, plan, sharing_ratio
-from scheduler.planner.tree import PrefixTree
-from scheduler.planner.workload import Workload
+from blendserve.planner import POLICIES, plan, sharing_ratio
+from blendserve.planner.tree import PrefixTree
+from blendserve.planner.workload import Workload
 
 from .strategies import GPU, MODEL, workloads
 

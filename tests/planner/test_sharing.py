@@ -2,9 +2,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.planner.sharing import shared_prefix_tokens, sharing_ratio
-from scheduler.planner.tree import PrefixTree
-from scheduler.planner.workload import Workload
+from blendserve.planner.sharing import shared_prefix_tokens, sharing_ratio
+from blendserve.planner.tree import PrefixTree
+from blendserve.planner.workload import Workload
 
 from .strategies import lcp, prompts_of, workloads
 

@@ -1,9 +1,9 @@
 """short_finish: a plan ends with requests whose max_tokens keeps them short, enough to cover the longest other cap."""
 import numpy as np
 
-from scheduler.planner import plan
-from scheduler.planner.plan import SHORT_SHARE, short_finish
-from scheduler.planner.workload import Workload
+from blendserve.planner import plan
+from blendserve.planner.plan import SHORT_SHARE, short_finish
+from blendserve.planner.workload import Workload
 
 from .strategies import GPU, MODEL
 

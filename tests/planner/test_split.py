@@ -3,9 +3,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.planner.sharing import shared_prefix_tokens
-from scheduler.planner.split import split
-from scheduler.planner.tree import NodeTotals, PrefixTree, layout
+from blendserve.planner.sharing import shared_prefix_tokens
+from blendserve.planner.split import split
+from blendserve.planner.tree import NodeTotals, PrefixTree, layout
 
 from .strategies import per_request, workloads
 
@@ -55,7 +55,7 @@ def test_split_respects_budget_and_recomputes_totals(w, budget, min_ratio):
 
 def test_split_separates_a_family_that_mixes_densities():
     """A long generation behind a shared prefix drags its compute-dense siblings right; the split fixes it."""
-    from scheduler.planner.workload import Workload
+    from blendserve.planner.workload import Workload
     prefix = list(range(100, 150))
     prompts, outs = [], []
     for i in range(40):                       # compute-dense family behind one shared prefix

@@ -4,10 +4,10 @@ import sys
 import numpy as np
 import pytest
 
-from scheduler.planner import HARDWARE, MODELS, plan
-from scheduler.planner.plan import engine_clock_tail
-from scheduler.planner.workload import Workload
-from scheduler.simulator.engine import EngineConfig, simulate
+from blendserve.planner import HARDWARE, MODELS, plan
+from blendserve.planner.plan import engine_clock_tail
+from blendserve.planner.workload import Workload
+from blendserve.simulator.engine import EngineConfig, simulate
 
 
 def _three_tail_four_rest():
@@ -95,7 +95,7 @@ def test_a_tail_the_estimates_miss_does_not_decode_alone_at_the_end():
     kv = cfg.capacity(model, hw) * model.kv_bytes_per_token
     placed = plan(estimate, model, hw, kv_capacity_bytes=kv, step_tokens=512).order
     with pytest.MonkeyPatch.context() as mp:          # the scan's own order: no tail placement
-        mp.setattr(sys.modules["scheduler.planner.plan"], "engine_clock_tail", lambda order, *a, **k: order)
+        mp.setattr(sys.modules["blendserve.planner.plan"], "engine_clock_tail", lambda order, *a, **k: order)
         unplaced = plan(estimate, model, hw, kv_capacity_bytes=kv, step_tokens=512).order
     long_pos = np.flatnonzero(true[placed] > 1000)
     assert long_pos.max() < n_long                       # compute-bound estimates: the whole tail first

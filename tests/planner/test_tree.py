@@ -3,9 +3,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.planner.lexsort import sort_prompts
-from scheduler.planner.tree import NodeTotals, PrefixTree, layout
-from scheduler.planner.workload import Workload
+from blendserve.planner.lexsort import sort_prompts
+from blendserve.planner.tree import NodeTotals, PrefixTree, layout
+from blendserve.planner.workload import Workload
 
 from .strategies import lcp, per_request, prompt_lists, prompts_of, workloads
 

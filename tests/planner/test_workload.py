@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from scheduler.planner.workload import Workload
+from blendserve.planner.workload import Workload
 
 
 def test_from_lists_round_trips_prompts_and_lengths():

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from core.config import Settings
-from core.ids import new_id
-from core.models import Batch, File
-from core.storage import FileStore
+from blendserve.core.config import Settings
+from blendserve.core.ids import new_id
+from blendserve.core.models import Batch, File
+from blendserve.core.storage import FileStore
 from tests.conftest import TINY
 from tests.live import jsonl, pg_schema_url
 

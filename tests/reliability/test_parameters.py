@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from core.bodies import model_info
-from scheduler.validation import LineError, ValidRequest, validate
+from blendserve.protocol.bodies import model_info
+from blendserve.scheduler.validation import LineError, ValidRequest, validate
 
 CHAT = "/v1/chat/completions"
 

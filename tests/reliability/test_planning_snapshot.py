@@ -7,13 +7,13 @@ import time
 
 from sqlalchemy import func, select
 
-from core.models import Chunk, Request
-from scheduler import intake, planning
-from scheduler.service import Scheduler
+from blendserve.core.models import Chunk, Request
+from blendserve.scheduler import intake, planning
+from blendserve.scheduler.service import Scheduler
+from blendserve.worker import claims
 from tests.conftest import TINY
 from tests.live import chat_lines
 from tests.reliability.inproc import add_batch, settings, status
-from worker import claims
 
 
 class SlowFCFS(planning.FCFS):

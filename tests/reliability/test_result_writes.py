@@ -6,7 +6,7 @@ import time
 
 import sqlalchemy as sa
 
-from core.config import Settings
+from blendserve.core.config import Settings
 from tests.conftest import TINY
 from tests.live import chat_lines, jsonl, read_lines, wait_batch
 

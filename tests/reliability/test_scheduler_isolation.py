@@ -7,9 +7,9 @@ import time
 import pytest
 from sqlalchemy import func, select, update
 
-from core.models import File, Lease, Request
-from scheduler.fencing import LostLease
-from scheduler.service import Scheduler
+from blendserve.core.models import File, Lease, Request
+from blendserve.scheduler.fencing import LostLease
+from blendserve.scheduler.service import Scheduler
 from tests.conftest import TINY
 from tests.live import chat_lines
 from tests.reliability.inproc import add_batch, settings, status

@@ -5,10 +5,10 @@ import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from core.fields import BodyError
-from core.response_object import EventStream, finished
-from core.responses_api import LOGPROBS, chat_messages, chat_params, check_responses
-from core.structured import ToolCall, check_tools
+from blendserve.protocol.fields import BodyError
+from blendserve.protocol.response_object import EventStream, finished
+from blendserve.protocol.responses_api import LOGPROBS, chat_messages, chat_params, check_responses
+from blendserve.protocol.structured import ToolCall, check_tools
 
 WEATHER = {"type": "function", "name": "weather", "description": "The weather in a city.", "strict": True,
            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from core.config import SglangSettings
+from blendserve.core.config import SglangSettings
+from blendserve.worker.engines.base import GenRequest, GenResult, SamplingParams
+from blendserve.worker.engines.sglang import SGLangEngine
+from blendserve.worker.engines.speculative import SpecConfig
 from tests.sglang.fake_engine import VOCAB, FakeEngine
-from worker.engines.base import GenRequest, GenResult, SamplingParams
-from worker.engines.sglang import SGLangEngine
-from worker.engines.speculative import SpecConfig
 
 GREEDY = SamplingParams(max_tokens=6, temperature=0.0)
 

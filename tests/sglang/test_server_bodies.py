@@ -2,10 +2,10 @@
 queue by them, none where it does not (SGLang may abort, vLLM refuses, a request with a priority then)."""
 from __future__ import annotations
 
-from worker.engines.base import GenRequest, SamplingParams
-from worker.engines.server import native
-from worker.engines.server.calls import body
-from worker.engines.sglang_args import INTERACTIVE_PRIORITY
+from blendserve.worker.engines.base import GenRequest, SamplingParams
+from blendserve.worker.engines.server import native
+from blendserve.worker.engines.server.calls import body
+from blendserve.worker.engines.sglang_args import INTERACTIVE_PRIORITY
 
 
 def test_priorities_reach_the_servers_that_order_by_them() -> None:

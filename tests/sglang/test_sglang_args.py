@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from core.config import SglangSettings
-from worker.engines.base import SamplingParams
-from worker.engines.sglang_args import (
+from blendserve.core.config import SglangSettings
+from blendserve.worker.engines.base import SamplingParams
+from blendserve.worker.engines.sglang_args import (
     INTERACTIVE_PRIORITY,
     Refused,
     engine_args,
@@ -15,7 +15,7 @@ from worker.engines.sglang_args import (
     sampling_params,
     sglang_running_cap,
 )
-from worker.engines.speculative import SpecConfig
+from blendserve.worker.engines.speculative import SpecConfig
 
 
 def test_top_p_zero_is_the_top_token() -> None:
@@ -52,7 +52,7 @@ def test_engine_args() -> None:
 
 
 def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from core.config import Settings
+    from blendserve.core.config import Settings
 
     monkeypatch.setenv("BLENDSERVE_SGLANG_MAX_TOTAL_TOKENS", "4096")
     monkeypatch.setenv("BLENDSERVE_SGLANG_DEVICE", "cpu")

@@ -18,15 +18,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.embeddings import embed_model_info, join
-from core.embedstore import MINILM, ensure_minilm
+from blendserve.core.embedstore import MINILM, ensure_minilm
+from blendserve.protocol.embeddings import embed_model_info, join
+from blendserve.worker.engines.base import GenRequest, SamplingParams
 from tests.live import Deployment, read_lines, run_batch
 from tests.sglang.conftest import CPU_ENV
-from worker.engines.base import GenRequest, SamplingParams
 
 pytest.importorskip("sglang", reason="sglang is not installed in this interpreter (scripts/setup_sglang.sh)")
 
-from worker.engines.embed import EmbeddingEngine  # noqa: E402
+from blendserve.worker.engines.embed import EmbeddingEngine  # noqa: E402
 
 WORDS = "the cat sat on a mat while quick brown foxes jumped over lazy dogs near river banks at dawn".split()
 EMBED = SamplingParams(max_tokens=0)
@@ -46,8 +46,8 @@ def vector_requests(ids: list[list[int]]) -> list[GenRequest]:
 
 def engine_checks(minilm: Path, out: Path) -> None:
     """In the child: one SGLang embedding engine through every engine check; what it returned into `out`."""
-    from core.config import SglangSettings
-    from worker.engines.sglang_embed import SGLangEmbeddingEngine
+    from blendserve.core.config import SglangSettings
+    from blendserve.worker.engines.sglang_embed import SGLangEmbeddingEngine
 
     # A window of a few inputs (in_flight_kv of the 4096-token pool), so that work is queued behind it.
     engine = SGLangEmbeddingEngine(minilm, MINILM, options=SglangSettings(in_flight_kv=0.05))
@@ -103,8 +103,8 @@ def checked(tmp_path_factory: pytest.TempPathFactory, minilm: Path) -> Iterator[
 def test_sglang_gets_the_checkpoints_pooling_and_whole_input_prefills(minilm: Path) -> None:
     from sglang.srt.models import bert
 
-    from core.config import SglangSettings
-    from worker.engines import sglang_embed
+    from blendserve.core.config import SglangSettings
+    from blendserve.worker.engines import sglang_embed
 
     args = sglang_embed.embedding_args(minilm, SglangSettings(), cuda=False)
     assert json.loads(args["json_model_override_args"]) == {"pooling_type": "MEAN", "normalize": True}

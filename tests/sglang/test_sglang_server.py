@@ -15,13 +15,13 @@ import pytest
 import sqlalchemy as sa
 
 from benchmarks.sglang_server import SglangRouter, SglangServer, cpu_flags
-from core.config import SMOLLM2, ServerEngineSettings
-from core.modelstore import load_tokenizer
+from blendserve.core.config import SMOLLM2, ServerEngineSettings
+from blendserve.core.modelstore import load_tokenizer
+from blendserve.worker.engines.base import GenRequest, GenResult, SamplingParams
+from blendserve.worker.engines.logprobs import TokenNames
+from blendserve.worker.engines.server import ServerEngine
 from tests.feeding import assert_fed
 from tests.live import Deployment, chat_lines, jsonl, read_lines, wait_batch
-from worker.engines.base import GenRequest, GenResult, SamplingParams
-from worker.engines.logprobs import TokenNames
-from worker.engines.server import ServerEngine
 
 pytest.importorskip("sglang", reason="sglang is not installed in this interpreter (scripts/setup_sglang.sh)")
 pytest.importorskip("sglang_router", reason="sglang-router is not installed here (scripts/setup_sglang.sh)")

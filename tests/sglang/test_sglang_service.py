@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.config import SMOLLM2
+from blendserve.core.config import SMOLLM2
 from tests.live import Deployment, chat_lines, jsonl, read_lines, run_batch, wait_batch
 from tests.sglang.conftest import CPU_ENV
 

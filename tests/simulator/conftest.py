@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scheduler.planner.perf import HARDWARE, MODELS
-from scheduler.planner.workload import Workload
+from blendserve.planner.perf import HARDWARE, MODELS
+from blendserve.planner.workload import Workload
 
 MODEL = MODELS["llama-3.1-8b"]
 GPU = HARDWARE["a100-80gb"]

@@ -1,4 +1,4 @@
-"""`blendserve simulate` / `python -m scheduler.simulator`: the JSON contract, inputs and errors."""
+"""`blendserve simulate` / `python -m blendserve.simulator`: the JSON contract, inputs and errors."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.simulator.cli import main
+from blendserve.simulator.cli import main
 
 POLICY_KEYS = {"tokens_per_s", "fraction_of_optimal", "sharing_ratio", "sharing_vs_dfs", "plan_seconds"}
 
@@ -88,7 +88,7 @@ def test_bad_workload_file_line(tmp_path: Path, capsys):
 
 
 def test_python_dash_m_entry_point():
-    out = subprocess.run([sys.executable, "-m", "scheduler.simulator", "--workload", "burstgpt", "--requests", "200",
+    out = subprocess.run([sys.executable, "-m", "blendserve.simulator", "--workload", "burstgpt", "--requests", "200",
                           "--policies", "fcfs", "--json"], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2])
     assert json.loads(out.stdout)["workloads"][0]["requests"] == 200
@@ -97,10 +97,10 @@ def test_python_dash_m_entry_point():
 def test_dfs_keeps_the_better_direction_and_overlap_is_reported(capsys):
     import json
 
-    from scheduler.planner import plan
-    from scheduler.planner.workload import Workload
-    from scheduler.simulator import workloads
-    from scheduler.simulator.engine import EngineConfig, output_lengths, simulate
+    from blendserve.planner import plan
+    from blendserve.planner.workload import Workload
+    from blendserve.simulator import workloads
+    from blendserve.simulator.engine import EngineConfig, output_lengths, simulate
     from tests.simulator.conftest import GPU, MODEL
 
     assert main(["--workload", "trace3", "--requests", "3000", "--policies", "dfs", "--overlap", "sequential",
@@ -121,8 +121,8 @@ def test_dfs_keeps_the_better_direction_and_overlap_is_reported(capsys):
 
 def test_plan_only_takes_s_dfs_from_the_planners_tree():
     """--plan-only skips the simulator's trie (its peak memory at 400K requests) but reports the same s_DFS."""
-    from scheduler.simulator import workloads
-    from scheduler.simulator.runner import run_workload
+    from blendserve.simulator import workloads
+    from blendserve.simulator.runner import run_workload
     from tests.simulator.conftest import GPU, MODEL
 
     w = workloads.generate("trace1", 2000, seed=4, model=MODEL, hw=GPU)

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.planner.workload import Workload
-from scheduler.simulator.cache import RadixCache
-from scheduler.simulator.engine import EngineConfig, output_lengths, simulate
-from scheduler.simulator.optimum import engine_bound, ideal, optimum
-from scheduler.simulator.prefix import build_prefix_trie, dfs_sharing_ratio
+from blendserve.planner.workload import Workload
+from blendserve.simulator.cache import RadixCache
+from blendserve.simulator.engine import EngineConfig, output_lengths, simulate
+from blendserve.simulator.optimum import engine_bound, ideal, optimum
+from blendserve.simulator.prefix import build_prefix_trie, dfs_sharing_ratio
 from tests.simulator.conftest import GPU, MODEL, shared_prefix_workload
 
 

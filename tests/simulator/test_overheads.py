@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from scheduler.planner.perf import HardwareProfile
-from scheduler.planner.workload import Workload
-from scheduler.simulator.engine import EngineConfig, simulate
+from blendserve.planner.perf import HardwareProfile
+from blendserve.planner.workload import Workload
+from blendserve.simulator.engine import EngineConfig, simulate
 from tests.simulator.conftest import GPU, MODEL, shared_prefix_workload
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.simulator import workloads
-from scheduler.simulator.engine import EngineConfig
-from scheduler.simulator.runner import run_workload
+from blendserve.simulator import workloads
+from blendserve.simulator.engine import EngineConfig
+from blendserve.simulator.runner import run_workload
 from tests.simulator.conftest import GPU, MODEL
 
 MARGIN = 1.02

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scheduler.simulator import workloads as W
-from scheduler.simulator.prefix import dfs_sharing_ratio
+from blendserve.simulator import workloads as W
+from blendserve.simulator.prefix import dfs_sharing_ratio
 from tests.simulator.conftest import GPU, MODEL
 
 

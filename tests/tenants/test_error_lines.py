@@ -8,12 +8,12 @@ import time
 
 from sqlalchemy import select
 
-from core.config import Settings
-from core.db import make_engine, make_sessionmaker
-from core.migrate import upgrade
-from core.models import Batch, File, Request
-from core.storage import FileStore
-from scheduler import lifecycle
+from blendserve.core.config import Settings
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Batch, File, Request
+from blendserve.core.storage import FileStore
+from blendserve.migrations.upgrade import upgrade
+from blendserve.scheduler import lifecycle
 
 FAILURES = [("context_length_exceeded", "The prompt (9000 tokens) plus max_tokens exceeds the context.", 400),
             ("model_not_found", "The model 'gone' is no longer served here.", 404),

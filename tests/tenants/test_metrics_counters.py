@@ -9,11 +9,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import event
 
-from core.config import Settings
-from core.db import make_engine, make_sessionmaker
-from core.migrate import upgrade
-from core.models import Batch, BatchCount, Request, Worker
-from server.metrics import JobTableCollector
+from blendserve.api.metrics import JobTableCollector
+from blendserve.core.config import Settings
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.models import Batch, BatchCount, Request, Worker
+from blendserve.migrations.upgrade import upgrade
 
 
 def test_a_scrape_reads_counters_not_requests(tmp_path):

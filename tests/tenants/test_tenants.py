@@ -9,7 +9,7 @@ import openai
 import pytest
 from sqlalchemy import update
 
-from core.models import Batch
+from blendserve.core.models import Batch
 from tests.api.conftest import in_process_api
 from tests.conftest import TINY
 from tests.live import chat_lines, jsonl, pg_schema_url
@@ -143,9 +143,9 @@ def test_form_and_path_values_that_broke_the_api(api_at):
 
 def test_key_priorities_follow_the_tenant(monkeypatch):
     """BLENDSERVE_KEY_PRIORITIES names a key (whose tenant's batches get the class) or a tenant by name."""
-    from core.config import get_settings
-    from core.owners import owner_of_key
-    from scheduler import priority
+    from blendserve.core.config import get_settings
+    from blendserve.core.owners import owner_of_key
+    from blendserve.scheduler import priority
 
     monkeypatch.setenv("BLENDSERVE_API_KEYS", "acme:sk-a1,acme:sk-a2,sk-solo")
     get_settings.cache_clear()
@@ -165,7 +165,7 @@ def test_queued_tokens_per_model(api_at):
     have reached the quota; another model's queue, and another tenant's, are their own."""
     from sqlalchemy import update as sql_update
 
-    from core.models import Request
+    from blendserve.core.models import Request
 
     with api_at(api_keys="a:ka,b:kb", quota_queued_tokens=100) as api:
         a = sdk(api, "ka")

@@ -14,7 +14,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
-from worker.engines.vllm import VllmEngine, VllmOptions  # noqa: E402  (imports vllm only when an engine starts)
+from blendserve.worker.engines.vllm import VllmEngine, VllmOptions  # noqa: E402  (imports vllm only when an engine starts)
 
 # Small enough that a test can see admission stop at max_num_seqs running and `queued` waiting; a KV
 # cache of 512 blocks (16K tokens) instead of the 1 GiB VLLM_CPU_KVCACHE_SPACE would give.

@@ -14,14 +14,14 @@ import pytest
 import sqlalchemy as sa
 
 from benchmarks.vllm_server import VllmServer, small_server_flags
-from core.config import SMOLLM2, ServerEngineSettings
-from core.modelstore import load_tokenizer
+from blendserve.core.config import SMOLLM2, ServerEngineSettings
+from blendserve.core.modelstore import load_tokenizer
+from blendserve.worker.engines.base import GenRequest, GenResult, SamplingParams
+from blendserve.worker.engines.logprobs import TokenNames
+from blendserve.worker.engines.server import ServerEngine
 from tests.feeding import assert_fed
 from tests.live import Deployment, chat_lines, jsonl, read_lines, wait_batch
 from tests.vllm.test_vllm_engine import SYSTEM, chat_ids
-from worker.engines.base import GenRequest, GenResult, SamplingParams
-from worker.engines.logprobs import TokenNames
-from worker.engines.server import ServerEngine
 
 pytest.importorskip("vllm", reason="vllm is not installed in this interpreter (scripts/setup_vllm.sh installs it)")
 

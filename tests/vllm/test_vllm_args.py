@@ -1,9 +1,9 @@
 """vLLM's sampling fields on both paths, without vLLM: `top_p: 0` (OpenAI's likeliest token only) is top_k 1."""
 from __future__ import annotations
 
-from worker.engines.base import GenRequest, SamplingParams
-from worker.engines.server.calls import body
-from worker.engines.vllm_args import nucleus
+from blendserve.worker.engines.base import GenRequest, SamplingParams
+from blendserve.worker.engines.server.calls import body
+from blendserve.worker.engines.vllm_args import nucleus
 
 
 def test_top_p_zero_is_the_likeliest_token() -> None:
@@ -20,7 +20,7 @@ def test_the_server_body_never_sends_vllm_a_top_p_of_zero() -> None:
 
 def test_vllms_running_cap_is_read_where_it_publishes_one() -> None:
     """`/server_info?config_format=json` (VLLM_SERVER_DEV_MODE=1): max_num_seqs per data-parallel engine."""
-    from worker.engines.server.discovery import vllm_running_cap
+    from blendserve.worker.engines.server.discovery import vllm_running_cap
 
     config = {"scheduler_config": {"max_num_seqs": 1024}, "parallel_config": {"data_parallel_size": 2}}
     assert vllm_running_cap(config) == 2048
@@ -33,9 +33,9 @@ def test_the_window_without_a_published_cap() -> None:
     with neither, 256."""
     from types import SimpleNamespace
 
-    from core.config import ServerEngineSettings
-    from worker.engines.server.discovery import ServerInfo
-    from worker.engines.server.engine import ServerEngine
+    from blendserve.core.config import ServerEngineSettings
+    from blendserve.worker.engines.server.discovery import ServerInfo
+    from blendserve.worker.engines.server.engine import ServerEngine
 
     def window(info: ServerInfo, **settings) -> int:
         return ServerEngine.max_in_flight(SimpleNamespace(settings=ServerEngineSettings(**settings), info=info))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.config import VLLM_CPU_DEFAULTS, VllmSettings
-from worker.engines.vllm import VllmOptions
+from blendserve.core.config import VLLM_CPU_DEFAULTS, VllmSettings
+from blendserve.worker.engines.vllm import VllmOptions
 
 DEVICE_ARGS = ("max_num_seqs", "max_num_batched_tokens", "enforce_eager")
 

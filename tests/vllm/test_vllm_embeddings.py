@@ -11,16 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.embeddings import embed_model_info, join
-from core.embedstore import MINILM, ensure_minilm
+from blendserve.core.embedstore import MINILM, ensure_minilm
+from blendserve.protocol.embeddings import embed_model_info, join
+from blendserve.worker.engines.base import GenRequest, SamplingParams
 from tests.live import Deployment, read_lines, run_batch
-from worker.engines.base import GenRequest, SamplingParams
 
 pytest.importorskip("vllm", reason="vllm is not installed in this interpreter (scripts/setup_vllm.sh installs it)")
 
-from worker.engines.embed import EmbeddingEngine  # noqa: E402
-from worker.engines.vllm import VllmOptions  # noqa: E402
-from worker.engines.vllm_embed import VllmEmbeddingEngine  # noqa: E402
+from blendserve.worker.engines.embed import EmbeddingEngine  # noqa: E402
+from blendserve.worker.engines.vllm import VllmOptions  # noqa: E402
+from blendserve.worker.engines.vllm_embed import VllmEmbeddingEngine  # noqa: E402
 
 WORDS = "the cat sat on a mat while quick brown foxes jumped over lazy dogs near river banks at dawn".split()
 EMBED = SamplingParams(max_tokens=0)

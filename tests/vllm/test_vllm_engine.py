@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from core.modelstore import load_tokenizer
+from blendserve.core.modelstore import load_tokenizer
+from blendserve.worker.engines.base import GenRequest, GenResult, SamplingParams
+from blendserve.worker.engines.vllm import VllmEngine
 from tests.vllm.conftest import OPTIONS
-from worker.engines.base import GenRequest, GenResult, SamplingParams
-from worker.engines.vllm import VllmEngine
 
 pytest.importorskip("vllm", reason="vllm is not installed in this interpreter (scripts/setup_vllm.sh installs it)")
 
@@ -131,11 +131,11 @@ def test_step_budget_is_max_num_batched_tokens(engine: VllmEngine) -> None:
 
 
 def test_a_vllm_engine_without_cuda_says_it_computes_on_a_cpu(engine: VllmEngine) -> None:
-    """The planner prices its rounds on the CPU profile, not on an H100 (scheduler/blend.py); on a GPU, on
+    """The planner prices its rounds on the CPU profile, not on an H100 (blendserve/scheduler/blend.py); on a GPU, on
     the GPU's profile where the planner has one."""
     import torch
 
-    from worker.engines.base import device_profile
+    from blendserve.worker.engines.base import device_profile
 
     assert engine.hardware() == ("cpu" if not torch.cuda.is_available() else device_profile())
 

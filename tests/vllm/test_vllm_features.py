@@ -9,12 +9,12 @@ from pathlib import Path
 import jsonschema_rs
 import pytest
 
-from core.modelstore import load_tokenizer
-from core.responses_api import LOGPROBS, chat_params
-from worker.api_results import result_body
-from worker.engines.base import GenRequest, SamplingParams
-from worker.engines.vllm import VllmEngine
-from worker.responses import response_body, sampling_params
+from blendserve.core.modelstore import load_tokenizer
+from blendserve.protocol.responses_api import LOGPROBS, chat_params
+from blendserve.worker.api_results import result_body
+from blendserve.worker.engines.base import GenRequest, SamplingParams
+from blendserve.worker.engines.vllm import VllmEngine
+from blendserve.worker.responses import response_body, sampling_params
 
 pytest.importorskip("vllm", reason="vllm is not installed in this interpreter (scripts/setup_vllm.sh installs it)")
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from core.config import SMOLLM2
+from blendserve.core.config import SMOLLM2
 from tests.live import Deployment, chat_lines, read_lines, run_batch
 
 pytest.importorskip("vllm", reason="vllm is not installed in this interpreter (scripts/setup_vllm.sh installs it)")

