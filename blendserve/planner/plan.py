@@ -11,17 +11,18 @@ sharing figure) and the partition.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import baselines, perf
+from .clock import PhaseClock
 from .dualscan import dual_scan
 from .lexsort import sort_prompts
 from .partition import partition, piece_seconds
 from .sharing import shared_prefix_tokens
 from .split import split
+from .tail import TAIL_SHARE, engine_clock_tail, short_finish
 from .tree import NodeTotals, PrefixTree, layout
 from .workload import Workload
 
@@ -39,23 +40,6 @@ class Plan:
     stats: dict = field(default_factory=dict)   # plan_seconds (wall) and plan_cpu_seconds per phase, split, ranks
 
 
-class _Clock:
-    """Wall and CPU seconds per phase, for Plan.stats (CPU time is the figure that holds on a shared machine)."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self.cpu: dict[str, float] = {}
-        self._t, self._c = time.perf_counter(), time.process_time()
-
-    def lap(self, phase: str) -> None:
-        now, cpu = time.perf_counter(), time.process_time()
-        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._t
-        self.cpu[phase] = self.cpu.get(phase, 0.0) + cpu - self._c
-        self._t, self._c = now, cpu
-
-
-TAIL_SHARE = 0.1       # a request whose output bound is at least this share of the compute steps is the tail
-SHORT_SHARE = 1 / 8    # short_finish: a cap at most this share of the longest other cap is known short
 
 
 def _clocks(fresh: np.ndarray, d: np.ndarray, model: perf.ModelProfile, capacity: float,
@@ -100,82 +84,10 @@ def _capacity(model: perf.ModelProfile, hw: perf.HardwareProfile, kv_capacity_by
     return kv
 
 
-def engine_clock_tail(order: np.ndarray, fresh: np.ndarray, d: np.ndarray, longest: np.ndarray,
-                      pool_tokens: float, step_tokens: int, run_steps: float, stretch: bool) -> np.ndarray:
-    """Place the tail (requests that may decode for TAIL_SHARE of the run or more) on the engine's clock.
-
-    The tail starts on its KV pool clock, longest bound first; the rest keeps the scan's order on its
-    compute clock, laid at the end of the tail's window or, with ``stretch``, over all of it
-    (docs/design.md §3.7).
-
-    Args:
-        order: request ids in the dual scan's order.
-        fresh, d, longest: per request id - prompt tokens the cache does not hold, the estimated
-            output, and the bound max(max_tokens, d).
-        pool_tokens, step_tokens: the engine's KV pool and step budget, in tokens.
-        run_steps: the run's compute steps (``_tail_steps``).
-        stretch: lay the rest over the whole window (memory-bound estimates or a balanced engine).
-
-    Returns:
-        The same ids, merged by clock; ``order`` itself when there is no tail.
-    """
-    is_tail = longest[order] >= TAIL_SHARE * run_steps
-    if len(order) < 2 or not is_tail.any():
-        return order
-    tail, rest = order[is_tail], order[~is_tail]
-    tail = tail[np.argsort(-longest[tail], kind="stable")]     # longest bound first (LPT), equal bounds in order
-    bound = longest[tail]
-    area = fresh[tail] * bound + bound * bound / 2.0
-    before = np.cumsum(area) - area
-    head = float(area[np.cumsum(fresh[tail] + bound) <= pool_tokens].sum())   # their peaks fit the empty pool
-    starts = np.maximum(before - head, 0.0) / pool_tokens
-    end = float(np.max(starts + bound))
-    c = (fresh[rest] + d[rest]) / step_tokens
-    total = float(c.sum())
-    clock = np.cumsum(c) - c
-    if stretch:
-        clock *= max(end / total, 1.0) if total > 0 else 1.0
-    else:
-        clock += max(end - total, 0.0)
-    keys = np.concatenate([starts, clock])
-    return np.concatenate([tail, rest])[np.argsort(keys, kind="stable")]
-
-
-def short_finish(order: np.ndarray, cap: np.ndarray, longest: np.ndarray, tokens: np.ndarray, tail_at: float,
-                 ride: float) -> tuple[np.ndarray, np.ndarray]:
-    """Split off the finish: the last requests in order whose max_tokens keeps them short, enough of them
-    to keep the longest output any other request may still decode company.
-
-    Arrays are indexed by request id: cap (the user's max_tokens), longest
-    (the bound engine_clock_tail reads: at or above tail_at, the tail it
-    places), tokens (what a request computes: fresh prompt + output). The
-    engine admits in order, so a request admitted last decodes after the
-    rest has left: a chat capped at 8192 that writes 8000 tokens decodes
-    alone for 8000 steps, each reading all the weights for one token. No
-    estimate names that chat (its siblings average 500 tokens, so its cap
-    is loose and it is not the tail), but its cap bounds the drain: W steps,
-    the longest cap of the rest. Requests capped at W x SHORT_SHARE or less
-    (MMLU's answers under a cap of 256) are known short; W x `ride` tokens of
-    them (ride: the tokens that fit in the weight read of one step of every
-    rank, perf.idle_step_tokens x R) cost nothing in those W steps. Taking
-    more takes the blend's compute-dense partner out of the middle: a block
-    of W full steps cost 3.5% on a prefill-heavy file (BENCHMARKS.md,
-    Planner). The tail is on neither side: engine_clock_tail starts it
-    early on its own clock. Returns (the order without the finish, the
-    finish), both in order; every rank ends with its share of the finish.
-    """
-    rest = longest[order] < tail_at
-    window = float(cap[order][rest].max(initial=0))
-    short = rest & (cap[order] <= SHORT_SHARE * window)
-    work = np.where(short, tokens[order], 0.0)
-    after = np.cumsum(work[::-1])[::-1] - work          # known-short tokens behind each position
-    pick = short & (after < window * ride)
-    return order[~pick], order[pick]
-
-
 def _blend(tree: PrefixTree, totals: NodeTotals, per_request, d: np.ndarray, bound: np.ndarray, cap: np.ndarray,
            model: perf.ModelProfile, hw: perf.HardwareProfile, capacity: float, split_budget: float,
-           step_tokens: int, ranks: int, balanced: bool, clock: _Clock, stats: dict) -> tuple[np.ndarray, np.ndarray]:
+           step_tokens: int, ranks: int, balanced: bool, clock: PhaseClock,
+           stats: dict) -> tuple[np.ndarray, np.ndarray]:
     """BlendServe's admission order: split, re-sort, dual scan with `capacity` bytes of KV, the tail placed;
     returned as (order, finish): the known-short requests every rank ends with (short_finish)."""
     s = split(tree, totals, per_request, budget_fraction=split_budget)
@@ -246,16 +158,9 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     SGLang, NanoFlow) or "balanced" (only the tokens that hide under the
     step's KV reads; the simulator's EngineConfig.step_fill).
     """
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
-    if ranks < 1:
-        raise ValueError("ranks must be >= 1")
-    if step_tokens < 1:
-        raise ValueError("step_tokens must be >= 1")
-    if step_fill not in STEP_FILLS:
-        raise ValueError(f"step_fill must be one of {STEP_FILLS}")
+    _check_args(policy, ranks, step_tokens, step_fill)
     kv_capacity_bytes = _capacity(model, hw, kv_capacity_bytes)
-    clock = _Clock()
+    clock = PhaseClock()
     n = workload.n
     p = workload.prompt_lens().astype(np.float64)
     d = workload.output_len if workload.output_len is not None \
@@ -264,7 +169,6 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     bound = workload.max_tokens if workload.bound is None else workload.bound
     comp = perf.comp_time(p, d, model, hw)
     mem = perf.mem_time(p, d, model, hw)
-    per_request = (comp, mem, p)
     stats: dict = {"policy": policy, "requests": n, "ranks": ranks, "kv_capacity_bytes": float(kv_capacity_bytes),
                    "step_tokens": step_tokens}
 
@@ -280,17 +184,37 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
         order = prefill_only(tree, p)
         stats["prefill_only"] = True
     elif policy == "blendserve":
-        order, finish = _blend(tree, totals, per_request, d, bound, workload.max_tokens, model, hw,
+        order, finish = _blend(tree, totals, (comp, mem, p), d, bound, workload.max_tokens, model, hw,
                                kv_capacity_bytes * ranks, split_budget, step_tokens, ranks, step_fill == "balanced",
                                clock, stats)
-    elif policy == "fcfs":
-        order = baselines.fcfs(n)
-    elif policy == "dfs":
-        order = baselines.dfs(tree)
     else:
-        order = baselines.balance(n, seed)
+        order = baselines.fcfs(n) if policy == "fcfs" else baselines.dfs(tree) if policy == "dfs" \
+            else baselines.balance(n, seed)
+    pieces, sharing = _cut(tree, order, finish, p, d, mem, model, hw, ranks, stats)
+    clock.lap("partition")
+    stats["plan_seconds"] = dict(clock.seconds, total=sum(clock.seconds.values()))
+    stats["plan_cpu_seconds"] = dict(clock.cpu, total=sum(clock.cpu.values()))
+    full = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    return Plan(full.astype(np.int64), [pc.astype(np.int64) for pc in pieces], sharing, stats)
 
-    # Per-request time with the prefix each reuses in this order, for an even cut of the order and of its finish.
+
+def _check_args(policy: str, ranks: int, step_tokens: int, step_fill: str) -> None:
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+    if ranks < 1:
+        raise ValueError("ranks must be >= 1")
+    if step_tokens < 1:
+        raise ValueError("step_tokens must be >= 1")
+    if step_fill not in STEP_FILLS:
+        raise ValueError(f"step_fill must be one of {STEP_FILLS}")
+
+
+def _cut(tree: PrefixTree, order: np.ndarray, finish: np.ndarray, p: np.ndarray, d: np.ndarray, mem: np.ndarray,
+         model: perf.ModelProfile, hw: perf.HardwareProfile, ranks: int,
+         stats: dict) -> tuple[list[np.ndarray], float]:
+    """One piece per rank, of equal estimated time with the prefix each request reuses in this order, each ending
+    with its share of the finish; and the sharing ratio, per rank (each rank has its own prefix cache: only
+    requests of the same rank count as earlier)."""
     full = np.concatenate([order, finish])
     reused = shared_prefix_tokens(tree, full)
     comp_eff = perf.comp_time(p[full] - reused, d[full], model, hw)
@@ -300,17 +224,9 @@ def plan(workload: Workload, model: perf.ModelProfile, hw: perf.HardwareProfile,
     pieces = [np.concatenate([order[cuts[r]:cuts[r + 1]], finish[ends[r]:ends[r + 1]]]) for r in range(ranks)]
     rank_seconds = piece_seconds(comp_eff[:k], mem[order], cuts) + piece_seconds(comp_eff[k:], mem[finish], ends)
     stats["rank_est_seconds"] = rank_seconds.tolist()
-    mean = float(rank_seconds.mean()) if n else 0.0
+    mean = float(rank_seconds.mean()) if len(full) else 0.0
     stats["rank_imbalance"] = float(rank_seconds.max()) / mean - 1.0 if mean > 0 and ranks > 1 else 0.0
-    clock.lap("partition")
-
-    # Each rank has its own prefix cache: only requests of the same rank count as earlier.
     shared = float(reused.sum()) if ranks == 1 else \
         sum(float(shared_prefix_tokens(tree, piece).sum()) for piece in pieces)
     total_tokens = float(p.sum())
-    sharing = shared / total_tokens if total_tokens > 0 else 0.0
-    clock.lap("sharing")
-    stats["plan_seconds"] = dict(clock.seconds, total=sum(clock.seconds.values()))
-    stats["plan_cpu_seconds"] = dict(clock.cpu, total=sum(clock.cpu.values()))
-    full = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
-    return Plan(full.astype(np.int64), [pc.astype(np.int64) for pc in pieces], sharing, stats)
+    return pieces, shared / total_tokens if total_tokens > 0 else 0.0

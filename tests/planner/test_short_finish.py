@@ -2,7 +2,7 @@
 import numpy as np
 
 from blendserve.planner import plan
-from blendserve.planner.plan import SHORT_SHARE, short_finish
+from blendserve.planner.tail import SHORT_SHARE, short_finish
 from blendserve.planner.workload import Workload
 
 from .strategies import GPU, MODEL

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from blendserve.planner import HARDWARE, MODELS, plan
-from blendserve.planner.plan import engine_clock_tail
+from blendserve.planner.tail import engine_clock_tail
 from blendserve.planner.workload import Workload
 from blendserve.simulator.engine import EngineConfig, simulate
 
