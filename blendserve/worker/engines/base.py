@@ -12,23 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-
-@dataclass(frozen=True)
-class SamplingParams:
-    max_tokens: int
-    temperature: float = 1.0
-    top_p: float = 1.0
-    stop: tuple[str, ...] = ()
-    seed: int | None = None
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    logit_bias: tuple[tuple[int, float], ...] = ()   # (token id, bias) pairs; a tuple keeps the params hashable
-    # Structured output: the JSON schema every output must match (canonical JSON text, so equal schemas share
-    # one compiled grammar), and whether OpenAI's strict rules hold (no property beyond `properties`).
-    json_schema: str | None = None
-    strict_schema: bool = False
-    logprobs: int | None = None    # None: none; k >= 0: each output token's log-probability and its k likeliest
-    n: int = 1                     # choices of one prompt, each its own sampling stream, one prefill
+from blendserve.protocol.sampling import SamplingParams, TokenLogprob  # noqa: F401  (the engines import them here)
 
 
 @dataclass(frozen=True)
@@ -41,16 +25,6 @@ class GenRequest:
     # n > 1 or logprobs, engines that can say pass `choice=` (the choice's index) and `logprobs=` (a
     # TokenLogprob per id) as keywords.
     on_tokens: Callable[[list[int]], None] | None = field(default=None, compare=False)
-
-
-@dataclass(frozen=True)
-class TokenLogprob:
-    """One output token as OpenAI reports it: its text, its UTF-8 bytes, its log-probability under the
-    distribution it was drawn from, and the likeliest tokens of that distribution (``top``, empty unless asked)."""
-    token: str
-    bytes: list[int]
-    logprob: float
-    top: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass
