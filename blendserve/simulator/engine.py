@@ -25,86 +25,18 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from blendserve.planner.perf import HardwareProfile, ModelProfile
-from blendserve.planner.plan import STEP_FILLS
 from blendserve.planner.workload import Workload
 from blendserve.simulator.cache import RadixCache
+from blendserve.simulator.config import OVERLAPS, STEP_FILLS, EngineConfig
 from blendserve.simulator.prefix import PrefixTrie, build_prefix_trie
 from blendserve.simulator.result import SimResult, Timeline
+from blendserve.simulator.running import Running, StepBatch
 
-__all__ = ["OVERLAPS", "EngineConfig", "SimResult", "Timeline", "output_lengths", "simulate"]
-
-TABLE1_EFFICIENCY = 0.94
-OVERLAPS = ("nanoflow", "sequential")
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """Engine knobs. kv_capacity_tokens None: the device memory less weights and 5% buffers."""
-    step_tokens: int = 2048
-    max_running: int = 1024
-    kv_capacity_tokens: int | None = None
-    watermark: float = 0.01            # fraction of the KV pool kept free at admission (vLLM)
-    efficiency: float = TABLE1_EFFICIENCY
-    overlap: str = "nanoflow"          # see OVERLAPS and the module docstring
-    # Prefix hits in whole blocks of this many tokens, at most the prompt less one (vLLM: a 32-token block
-    # of the worker's engine serves from cache only when full); 1: token-exact, as SGLang's radix cache.
-    cache_block_tokens: int = 1
-    step_fill: str = "budget"          # see STEP_FILLS and the module docstring
-
-    def __post_init__(self) -> None:
-        if self.overlap not in OVERLAPS:
-            raise ValueError(f"overlap must be one of {OVERLAPS}")
-        if self.step_fill not in STEP_FILLS:
-            raise ValueError(f"step_fill must be one of {STEP_FILLS}")
-        if self.step_fill == "balanced" and self.overlap != "nanoflow":
-            raise ValueError("step_fill 'balanced' needs overlap 'nanoflow': with sequential overlap no KV read "
-                             "hides under compute, so there is nothing to balance")
-        if self.step_tokens < 1 or self.max_running < 1 or self.cache_block_tokens < 1:
-            raise ValueError("step_tokens, max_running and cache_block_tokens must be >= 1")
-        if self.max_running > self.step_tokens:
-            raise ValueError("max_running must not exceed step_tokens: every running request decodes each step")
-        if not 0 < self.efficiency <= 1:
-            raise ValueError("efficiency must be in (0, 1]")
-
-    def capacity(self, model: ModelProfile, hw: HardwareProfile) -> int:
-        if self.kv_capacity_tokens is not None:
-            return int(self.kv_capacity_tokens)
-        return int(default_kv_capacity_bytes(model, hw) // model.kv_bytes_per_token)
-
-
-def default_kv_capacity_bytes(model: ModelProfile, hw: HardwareProfile) -> float:
-    """Device memory less the weights and 5% for activations and buffers (docs/design.md §3.5: 80 -> 60 GB for 8B)."""
-    return hw.memory_bytes * 0.95 - model.weight_bytes()
-
-
-class _Running:
-    """One admitted request. Decode state is linear in the global decode clock."""
-    __slots__ = ("req", "node", "prefill_left", "generated0", "start_clock", "seq")
-
-    def __init__(self, req: int, node: int, prefill_left: int, generated0: int, seq: int) -> None:
-        self.req = req
-        self.node = node
-        self.prefill_left = prefill_left
-        self.generated0 = generated0      # tokens generated before this admission (recomputed in prefill)
-        self.start_clock = -1             # decode clock at its first decode step; -1 while prefilling
-        self.seq = seq                    # admission sequence number (preempt the largest first)
-
-
-@dataclass
-class _Batch:
-    """What one step carries besides its decodes: prefill chunks, their extra seconds, and why it stopped."""
-    budget: int
-    chunk_tokens: int = 0
-    attn: float = 0.0           # prefill attention seconds, for profiles that count it
-    chunk_o: float = 0.0        # per-chunk fixed seconds
-    blocked: bool = False       # the queue head could not be admitted
-    done: list[_Running] = field(default_factory=list)   # prefills that complete in this step
-
+__all__ = ["OVERLAPS", "STEP_FILLS", "EngineConfig", "SimResult", "Timeline", "output_lengths", "simulate"]
 
 def output_lengths(w: Workload) -> np.ndarray:
     """True output lengths the simulator runs: output_len rounded, capped by max_tokens, at least 1."""
@@ -114,18 +46,11 @@ def output_lengths(w: Workload) -> np.ndarray:
     return np.clip(d, 1, np.maximum(w.max_tokens.astype(np.int64), 1))
 
 
-def simulate(
-    w: Workload,
-    order: np.ndarray,
-    model: ModelProfile,
-    hw: HardwareProfile,
-    config: EngineConfig = EngineConfig(),
-    *,
-    trie: PrefixTrie | None = None,
-    progress: Callable[[float], None] | None = None,
-) -> SimResult:
+def simulate(w: Workload, order: np.ndarray, model: ModelProfile, hw: HardwareProfile,
+             config: EngineConfig | None = None, *, trie: PrefixTrie | None = None,
+             progress: Callable[[float], None] | None = None) -> SimResult:
     """Run the requests of w, admitted in `order`, to completion. See the module docstring."""
-    return _Engine(w, order, model, hw, config, trie or build_prefix_trie(w), progress).run()
+    return _Engine(w, order, model, hw, config or EngineConfig(), trie or build_prefix_trie(w), progress).run()
 
 
 class _Engine:
@@ -159,7 +84,7 @@ class _Engine:
                        if hw.prefill_attention else 0.0)
         self.chunk_costs = bool(self.attn_s or self.chunk_o)
 
-    def _chunk_cost(self, r: _Running, c: int) -> tuple[float, float]:
+    def _chunk_cost(self, r: Running, c: int) -> tuple[float, float]:
         """Seconds of attention, and of fixed cost, of a c-token prefill chunk of r."""
         start = self.p[r.req] + r.generated0 - r.prefill_left      # the chunk's first position
         return self.attn_s * c * (start + c / 2.0), self.chunk_o if start > 0 else 0.0
@@ -181,8 +106,8 @@ class _Engine:
     # -- state ---------------------------------------------------------------------------------
 
     def _reset(self) -> None:
-        self.running: dict[int, _Running] = {}        # admission seq -> request, insertion-ordered
-        self.prefilling: deque[_Running] = deque()    # admission order
+        self.running: dict[int, Running] = {}        # admission seq -> request, insertion-ordered
+        self.prefilling: deque[Running] = deque()    # admission order
         self.finish_heap: list[tuple[int, int]] = []  # (clock at which it finishes, seq)
         self.clock = 0                                # decode steps done
         self.n_dec = 0
@@ -202,7 +127,7 @@ class _Engine:
         """KV tokens in use: the cache, the decoders' private tokens and the prefills' recomputed ones."""
         return self.cache.resident_tokens + self.priv_a + self.n_dec * self.clock + self.priv_prefill
 
-    def _stop_decoding(self, r: _Running) -> None:
+    def _stop_decoding(self, r: Running) -> None:
         self.n_dec -= 1
         self.kv_a -= self.p[r.req] + r.generated0 - r.start_clock
         self.priv_a -= r.generated0 - r.start_clock
@@ -236,13 +161,13 @@ class _Engine:
 
     # -- 2. prefill chunks for admitted requests, then admission from the queue head ------------
 
-    def _schedule(self, admit: bool) -> _Batch:
+    def _schedule(self, admit: bool) -> StepBatch:
         cfg = self.cfg
         step_cap = cfg.step_tokens
         if cfg.step_fill == "balanced":   # no more tokens than hide under this step's reads of weights and KV
             reads = self.w_s + self.kv_s * (self.kv_a + self.n_dec * (self.clock + 1))
             step_cap = min(step_cap, int(reads / self.flop_s))
-        batch = _Batch(budget=step_cap - self.n_dec)
+        batch = StepBatch(budget=step_cap - self.n_dec)
         for r in self.prefilling:
             if batch.budget <= 0:
                 break
@@ -255,7 +180,7 @@ class _Engine:
             self._prefill(r, batch)
         return batch
 
-    def _admit(self) -> _Running | None:
+    def _admit(self) -> Running | None:
         """The queue head, admitted, or None when no slot is free or its KV does not fit."""
         if len(self.running) >= self.cfg.max_running:
             return None
@@ -280,14 +205,14 @@ class _Engine:
             self.computed_prompt += miss_tokens
         else:
             self.recomputed += miss_tokens + gen
-        r = _Running(req, node, max(miss_tokens + gen, 1), gen, self.seq)
+        r = Running(req, node, max(miss_tokens + gen, 1), gen, self.seq)
         self.running[self.seq] = r
         self.seq += 1
         self.priv_prefill += gen
         self.prefilling.append(r)
         return r
 
-    def _prefill(self, r: _Running, batch: _Batch) -> None:
+    def _prefill(self, r: Running, batch: StepBatch) -> None:
         """r's next prefill chunk, as much as the step's budget allows."""
         c = min(r.prefill_left, batch.budget)
         if self.chunk_costs:
@@ -301,7 +226,7 @@ class _Engine:
 
     # -- 3. time the step, or a jump of identical decode-only steps ------------------------------
 
-    def _time_step(self, batch: _Batch) -> None:
+    def _time_step(self, batch: StepBatch) -> None:
         n_dec, clock = self.n_dec, self.clock
         k = 1
         if batch.chunk_tokens == 0 and n_dec and (batch.blocked or batch.budget <= 0 or not self.queue):
@@ -336,7 +261,7 @@ class _Engine:
 
     # -- 4. finishes, then requests whose prefill completed start decoding -----------------------
 
-    def _postprocess(self, batch: _Batch) -> None:
+    def _postprocess(self, batch: StepBatch) -> None:
         while self.finish_heap and self.finish_heap[0][0] <= self.clock:
             _, s = heapq.heappop(self.finish_heap)
             r = self.running.pop(s, None)
