@@ -14,10 +14,10 @@ everything before them, least recently used evicted past ``cache_tokens``.
 
 Cheap per result, since 16 ranks share one process's GIL in a load test: block
 keys chain Python's tuple hash (not a cryptographic digest of each block's
-text), and cancellations are checked once a step (STEP_S), not on every pass, and only
-when the caller's `cancel_epoch` moved since the last check (nothing was cancelled in
-most steps of a run: 64 ranks x 256 running x 20 steps/s made 330,000 `cancelled`
-calls a second).
+text), and cancellations are checked only when the caller's `cancel_epoch` moved
+since the last check (the driver's rule, blendserve/worker/engines/driver.py: nothing
+was cancelled in most steps of a run, and 64 ranks x 256 running x 20 steps/s made
+330,000 `cancelled` calls a second), or once a step (STEP_S) without one.
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from blendserve.core.config import EchoSettings
 from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult
+from blendserve.worker.engines.driver import CoreDefaults, Feed, Tokens, drive
 
 BLOCK = 16
 STEP_S = 0.05          # a "step": how often running requests are checked for cancellation
@@ -55,6 +56,52 @@ class _PrefixModel:
                 if len(self.blocks) > self.capacity:
                     self.blocks.popitem(last=False)
         return min(cached, len(ids) - 1) if cached else 0
+
+
+class _EchoCore(CoreDefaults):
+    """One stream on the echo engine: a heap of running requests by finish time."""
+
+    sweep_s = STEP_S
+
+    def __init__(self, engine: EchoEngine) -> None:
+        self.engine = engine
+        self.running: list[tuple[float, int, GenResult]] = []      # (finish time, tie-break, result)
+        engine._running = self.running
+        self.streamed: set[int] = set()       # interactive keys: their tokens go out with their result
+        self.n = 0
+
+    def room(self) -> bool:
+        return len(self.running) < self.engine.max_running
+
+    def add(self, request: GenRequest, urgent: bool) -> None:
+        self.n += 1
+        res = self.engine._result(request)
+        heapq.heappush(self.running, (self.engine._finish_at(request, res), self.n, res))
+        if request.on_tokens is not None:
+            self.streamed.add(request.key)
+
+    def abort(self, keys: list[int]) -> None:
+        gone = set(keys)
+        self.running[:] = [r for r in self.running if r[2].key not in gone]
+        heapq.heapify(self.running)
+
+    def busy(self) -> bool:
+        return bool(self.running)
+
+    def step(self, feed: Feed) -> Iterator[GenResult | Tokens]:
+        """Wait for the next finish, at most STEP_S (cancellations land within 50 ms); what finished."""
+        wait = self.running[0][0] - time.monotonic()
+        if wait > 0:
+            time.sleep(min(wait, STEP_S))
+        while self.running and self.running[0][0] <= time.monotonic():
+            res = heapq.heappop(self.running)[2]
+            if res.key in self.streamed:
+                self.streamed.discard(res.key)
+                yield Tokens(res.key, res.output_ids)
+            yield res
+
+    def close(self) -> None:
+        self.running.clear()
 
 
 class EchoEngine:
@@ -89,46 +136,8 @@ class EchoEngine:
                  cancelled: Callable[[int], bool] | None = None,
                  urgent: Callable[[], list[GenRequest]] | None = None,
                  cancel_epoch: Callable[[], int] | None = None) -> Iterator[GenResult]:
-        """Urgent requests start at once, past the running cap; their tokens reach `on_tokens` at the end.
-        With `cancel_epoch`, a step asks `cancelled` only when the epoch moved since the last pass."""
-        feed = iter(requests)
-        running: list[tuple[float, int, GenResult]] = []      # (finish time, tie-break, result)
-        self._running = running
-        callbacks: dict[int, Callable[[list[int]], None]] = {}
-        exhausted, n, checked = False, 0, float("-inf")
-        seen: int | None = None          # the cancel epoch of the last full pass
-        while running or not exhausted:
-            for req in urgent() if urgent is not None else ():
-                n += 1
-                heapq.heappush(running, (self._finish_at(req, res := self._result(req)), n, res))
-                if req.on_tokens is not None:
-                    callbacks[req.key] = req.on_tokens
-            while not exhausted and len(running) < self.max_running:
-                req = next(feed, None)
-                if req is None:
-                    exhausted = True
-                    break
-                n += 1
-                heapq.heappush(running, (self._finish_at(req, res := self._result(req)), n, res))
-            if not running:
-                break
-            wait = running[0][0] - time.monotonic()
-            if wait > 0:
-                time.sleep(min(wait, 0.05))          # between "steps": cancellations land within 50 ms
-            if cancelled is not None and time.monotonic() - checked >= STEP_S:
-                checked = time.monotonic()
-                epoch = cancel_epoch() if cancel_epoch is not None else None     # read before the pass
-                if epoch is None or epoch != seen:                              # else nothing was cancelled
-                    seen = epoch
-                    kept = [r for r in running if not cancelled(r[2].key)]
-                    if len(kept) != len(running):
-                        running = self._running = kept
-                        heapq.heapify(running)
-            while running and running[0][0] <= time.monotonic():
-                res = heapq.heappop(running)[2]
-                if (cb := callbacks.pop(res.key, None)) is not None:
-                    cb(res.output_ids)
-                yield res
+        """Urgent requests start at once, past the running cap; their tokens reach `on_tokens` at the end."""
+        yield from drive(_EchoCore(self), requests, cancelled, urgent, cancel_epoch)
 
     def _result(self, req: GenRequest) -> GenResult:
         n = req.params.max_tokens
