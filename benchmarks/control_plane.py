@@ -56,11 +56,11 @@ from pathlib import Path
 import numpy as np
 import sqlalchemy as sa
 
-from benchmarks.deployment import Deployment, pg_schema_url
 from benchmarks.harness import rss_kb
 from benchmarks.pollers import Pollers
 from blendserve.core.db import make_engine, make_sessionmaker
 from blendserve.core.models import Batch, Request
+from tests.harness.deployment import Deployment, pg_schema_url
 
 MODEL = "echo-8b"
 TERMINAL = ("completed", "failed", "expired", "cancelled")

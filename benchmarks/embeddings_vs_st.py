@@ -80,7 +80,7 @@ def main() -> None:
         assert n == len(texts)
         report("engine", time.perf_counter() - t0)
     if "service" in ways:
-        from benchmarks.deployment import Deployment, jsonl, wait_batch
+        from tests.harness.deployment import Deployment, jsonl, wait_batch
 
         d = Deployment(work / "service", "", f"{MINILM}={path}", BLENDSERVE_CPU_THREADS=str(threads),
                        BLENDSERVE_MAX_REQUESTS_PER_FILE=str(max(50_000, len(texts))),

@@ -38,12 +38,12 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.deployment import jsonl
 from benchmarks.harness import run_service
 from benchmarks.prefix_mix import workload
 from blendserve.core.config import SMOLLM2, Settings
 from blendserve.core.served import smollm2_checkpoint
 from blendserve.planner.perf import HardwareProfile
+from tests.harness.deployment import jsonl
 
 SHAPES = {
     # name: prefix_mix.workload() keywords

@@ -17,10 +17,10 @@ from pathlib import Path
 import psutil
 from sqlalchemy import func, select
 
-from benchmarks.deployment import Deployment, jsonl, wait_batch
 from blendserve.core.config import SMOLLM2, Settings
 from blendserve.core.db import make_engine, make_sessionmaker
 from blendserve.core.models import Batch, Chunk, Request
+from tests.harness.deployment import Deployment, jsonl, wait_batch
 
 
 def emit(row: dict, path: Path | None = None) -> None:

@@ -31,11 +31,11 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import func, select
 
-from benchmarks.deployment import Deployment, jsonl
 from blendserve.core.config import SMOLLM2, Settings
 from blendserve.core.db import make_engine, make_sessionmaker
 from blendserve.core.models import Batch, Request
 from blendserve.core.served import smollm2_checkpoint
+from tests.harness.deployment import Deployment, jsonl
 
 TOPICS = ["the sea", "a library", "autumn", "a train station", "bread", "the moon", "a violin", "rain"]
 
@@ -154,7 +154,7 @@ def main() -> None:
     args = ap.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
     path = smollm2_checkpoint(Settings(data_dir=Path(tempfile.gettempdir()) / "bs-bench-models"))
-    # The service's own defaults, not benchmarks/deployment.py's test values (3-s leases, 4-request chunks, 50-ms
+    # The service's own defaults, not tests/harness/deployment.py's test values (3-s leases, 4-request chunks, 50-ms
     # polls): a loaded 2-core machine holds a heartbeat past 3 s, and a claim every 4 requests is a
     # transaction (in each rank's claim thread) competing with the engine for the 2 cores.
     d = Deployment(Path(tempfile.mkdtemp(prefix="bs-interactive-")), "", f"{SMOLLM2}={path}",

@@ -18,11 +18,11 @@ from pathlib import Path
 import httpx
 from sqlalchemy import insert
 
-from benchmarks.deployment import Deployment, chat_lines, jsonl, wait_batch
 from blendserve.core.config import Settings
 from blendserve.core.db import make_engine
 from blendserve.core.models import ROUND_BUCKETS_S, PlanningRound
 from blendserve.core.modelstore import build_tiny_model
+from tests.harness.deployment import Deployment, chat_lines, jsonl, wait_batch
 
 
 def main() -> None:

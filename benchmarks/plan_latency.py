@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import func, insert, select, update
 
-from benchmarks.deployment import Deployment
 from benchmarks.harness import rss_kb
 from blendserve.core.config import SMOLLM2, Settings
 from blendserve.core.db import make_engine, make_sessionmaker
 from blendserve.core.models import Batch, Chunk, File, Request
 from blendserve.core.served import smollm2_checkpoint
 from blendserve.migrations.upgrade import upgrade
+from tests.harness.deployment import Deployment
 
 
 def prompts(n: int, seed: int = 0) -> list[np.ndarray]:

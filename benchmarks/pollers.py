@@ -25,10 +25,10 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from benchmarks.deployment import Deployment, chat_lines, jsonl, wait_batch
 from blendserve.core.config import SMOLLM2, Settings
 from blendserve.core.db import make_engine, make_sessionmaker
 from blendserve.core.models import Batch, Request
+from tests.harness.deployment import Deployment, chat_lines, jsonl, wait_batch
 
 
 @dataclass

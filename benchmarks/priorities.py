@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.deployment import Deployment, jsonl, wait_batch
 from blendserve.core.config import SMOLLM2, Settings
 from blendserve.core.served import smollm2_checkpoint
+from tests.harness.deployment import Deployment, jsonl, wait_batch
 
 
 def rows(n: int, tag: str, max_tokens: int) -> list[dict]:

@@ -3,10 +3,8 @@
 Inputs are a finished service run's database per file (requests, the plan the
 workers claimed, every request's completion tokens) and the engine's measured
 runs of it (``benchmarks/engine_orders.py --json ROWS --steps STEPS``). The
-engine's step cost is fitted by non-negative least squares over every measured
-step, in the simulator's own terms (fixed + per token + per KV position a decode
-reads + per prefill attention pair c (s + c/2) + per decoding sequence + per chunk
-after a cached prefix), and turned into a profile (``HardwareProfile.from_step_costs``).
+engine's step cost is fitted over every measured step in the simulator's own terms
+(``tests/harness/step_fit.py``) and turned into a profile (``HardwareProfile.from_step_costs``).
 By default a file is predicted with the steps of the *other* files only, so no
 file's time is fitted to itself. The simulated engine is the CPU engine's regime:
 its step budget, running cap and KV pool (93,200 tokens: 2 GiB of bfloat16 K/V in
@@ -41,8 +39,8 @@ from blendserve.planner.perf import HardwareProfile, ModelProfile
 from blendserve.planner.workload import Workload
 from blendserve.simulator.engine import EngineConfig, simulate
 from blendserve.simulator.prefix import build_prefix_trie
+from tests.harness.step_fit import TERMS, fit
 
-TERMS = ("fixed", "per_token", "per_position", "per_pair", "per_sequence", "per_cached_chunk")
 # The CPU engine's defaults (blendserve/worker/engines/cpu/engine.py): 2 GiB of K/V at 23,040 bytes a token,
 # in whole 16-token blocks; 1024 tokens a step; 256 running.
 KV_TOKENS = (2 * 2**30 // 23_040) // 16 * 16
@@ -64,35 +62,6 @@ def load(db: Path) -> tuple[Workload, dict[str, np.ndarray]]:
               "dfs": sorted(range(len(rows)), key=lambda i: as_lists[i]),
               "fcfs": sorted(range(len(rows)), key=lambda i: rows[i][0])}
     return w, {k: np.array(v) for k, v in orders.items()}
-
-
-def features(shape: dict) -> list[float]:
-    prefill = shape["prefill"]
-    return [1.0, shape["decodes"] + sum(n for _, n in prefill), shape["decode_positions"],
-            sum(n * (s + n / 2) for s, n in prefill), shape["decodes"], sum(1 for s, _ in prefill if s > 0)]
-
-
-def nnls(X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Least squares with every coefficient >= 0: drop the most negative term and refit until none is."""
-    keep = list(range(X.shape[1]))
-    while True:
-        coef = np.linalg.lstsq(X[:, keep], y, rcond=None)[0]
-        if (coef >= 0).all():
-            out = np.zeros(X.shape[1])
-            out[keep] = coef
-            return out
-        keep.pop(int(np.argmin(coef)))
-
-
-def fit(step_runs: list[dict]) -> dict[str, float]:
-    """Step-cost coefficients from measured runs; the between-steps time goes into the fixed term."""
-    X = np.array([features(s) for run in step_runs for _, s in run["steps"]])
-    y = np.array([t for run in step_runs for t, _ in run["steps"]])
-    coef = dict(zip(TERMS, (float(c) for c in nnls(X, y))))
-    gap = sum(run["seconds"] - sum(t for t, _ in run["steps"]) for run in step_runs)
-    coef["between_steps"] = gap / len(y)
-    coef["fixed"] += coef["between_steps"]
-    return coef
 
 
 def profile(coef: dict[str, float], model: ModelProfile) -> HardwareProfile:

@@ -25,13 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.sim_vs_engine import compare, load, nnls
+from benchmarks.sim_vs_engine import compare, load
 from blendserve.core.config import Settings
 from blendserve.core.served import smollm2_checkpoint
 from blendserve.planner.perf import HardwareProfile, ModelProfile
 from blendserve.simulator.engine import EngineConfig
 from blendserve.simulator.prefix import build_prefix_trie
 from blendserve.worker.engines.vllm import VllmOptions
+from tests.harness.step_fit import nnls
 
 TERMS = ("fixed", "per_token", "per_position", "per_sequence")
 

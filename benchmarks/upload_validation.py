@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.deployment import Deployment, wait_batch
 from benchmarks.harness import rss_kb
 from blendserve.core.config import SMOLLM2
+from tests.harness.deployment import Deployment, wait_batch
 
 WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge "
          "boxing matches in distant northern towns ").split()

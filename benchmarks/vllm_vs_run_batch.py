@@ -54,14 +54,14 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks.deployment import jsonl
 from benchmarks.harness import WayRun, emit, run_service_way, tree_cpu_s
 from benchmarks.paper_files import FILES, build
 from benchmarks.prefix_mix import workload
-from benchmarks.vllm_server import VllmServer, cli_flags
 from blendserve.core.config import SMOLLM2, Settings
 from blendserve.core.served import smollm2_checkpoint
 from blendserve.worker.engines.vllm import VllmOptions
+from tests.harness.deployment import jsonl
+from tests.harness.vllm_server import VllmServer, cli_flags
 
 
 def sorted_by_prompt(rows: list[dict]) -> list[dict]:

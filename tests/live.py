@@ -1,8 +1,8 @@
 """A real BlendServe deployment for tests: each role a real process, a real database, a real port.
 
-The deployment itself lives in benchmarks/deployment.py, which the benchmarks start too.
+The deployment itself lives in tests/harness/deployment.py, which the benchmarks start too.
 """
-from benchmarks.deployment import (  # noqa: F401
+from tests.harness.deployment import (  # noqa: F401
     PG_ADMIN,
     READY,
     ROLES,

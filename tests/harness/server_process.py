@@ -1,7 +1,7 @@
 """An engine's HTTP server as a child process that a benchmark or a test can time, kill and start again.
 
 It runs in a session of its own, so a kill takes its engine processes too, and it comes back on the same
-port, as a restarted pod behind a Service does. benchmarks/vllm_server.py and benchmarks/sglang_server.py
+port, as a restarted pod behind a Service does. tests/harness/vllm_server.py and tests/harness/sglang_server.py
 say which command and environment each engine's server takes.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.deployment import free_port
+from tests.harness.deployment import free_port
 
 
 class ServerProcess:

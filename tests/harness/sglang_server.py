@@ -1,6 +1,6 @@
 """SGLang's own OpenAI server (`python -m sglang.launch_server`) and its router
 (`python -m sglang_router.launch_router`) as child processes a test or a benchmark can kill and start again
-(benchmarks/server_process.py).
+(tests/harness/server_process.py).
 
 The server reports cached prompt tokens in usage (`--enable-cache-report`), publishes Prometheus metrics
 (`--enable-metrics`) and admits first-come (`--schedule-policy fcfs`), as the worker's in-process SGLang
@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from benchmarks.deployment import free_port
-from benchmarks.server_process import ServerProcess
+from tests.harness.deployment import free_port
+from tests.harness.server_process import ServerProcess
 
 
 def cpu_flags(max_total_tokens: int = 4096, max_running_requests: int | None = None) -> list[str]:

@@ -1,5 +1,5 @@
 """vLLM's own OpenAI server (its CPU build) as a child process that a benchmark or a test can time, kill and
-start again (benchmarks/server_process.py), and the vLLM engine arguments written as that server's (and
+start again (tests/harness/server_process.py), and the vLLM engine arguments written as that server's (and
 `run_batch`'s) command-line flags.
 
 `python -m vllm.entrypoints.openai.api_server`, because the CPU build's `vllm` command fails on its package
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.server_process import ServerProcess
+from tests.harness.server_process import ServerProcess
 
 
 def cli_flags(args: dict) -> list[str]:

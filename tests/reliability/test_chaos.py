@@ -2,8 +2,8 @@
 while a batch runs; it still completes with every custom_id exactly once and no error line."""
 from __future__ import annotations
 
-from benchmarks.chaos import run_chaos
 from tests.conftest import TINY
+from tests.harness.chaos import run_chaos
 
 SETUPS = {
     # The embedded default: `serve` on SQLite, stopped whole and one role at a time.

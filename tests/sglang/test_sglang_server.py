@@ -14,13 +14,13 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from benchmarks.sglang_server import SglangRouter, SglangServer, cpu_flags
 from blendserve.core.config import SMOLLM2, ServerEngineSettings
 from blendserve.core.modelstore import load_tokenizer
 from blendserve.worker.engines.base import GenRequest, GenResult, SamplingParams
 from blendserve.worker.engines.logprobs import TokenNames
 from blendserve.worker.engines.server import ServerEngine
 from tests.feeding import assert_fed
+from tests.harness.sglang_server import SglangRouter, SglangServer, cpu_flags
 from tests.live import Deployment, chat_lines, jsonl, read_lines, wait_batch
 
 pytest.importorskip("sglang", reason="sglang is not installed in this interpreter (scripts/setup_sglang.sh)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.sim_vs_engine import TERMS, features, fit, nnls
+from tests.harness.step_fit import TERMS, features, fit, nnls
 
 
 def _steps(costs: dict[str, float], n: int, seed: int) -> list:

@@ -13,13 +13,13 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from benchmarks.vllm_server import VllmServer, small_server_flags
 from blendserve.core.config import SMOLLM2, ServerEngineSettings
 from blendserve.core.modelstore import load_tokenizer
 from blendserve.worker.engines.base import GenRequest, GenResult, SamplingParams
 from blendserve.worker.engines.logprobs import TokenNames
 from blendserve.worker.engines.server import ServerEngine
 from tests.feeding import assert_fed
+from tests.harness.vllm_server import VllmServer, small_server_flags
 from tests.live import Deployment, chat_lines, jsonl, read_lines, wait_batch
 from tests.vllm.test_vllm_engine import SYSTEM, chat_ids
 
