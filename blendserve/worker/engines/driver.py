@@ -52,6 +52,11 @@ class Feed:
         self._live = live
         self.exhausted = False
 
+    @property
+    def interactive(self) -> bool:
+        """Whether the stream has an interactive lane to poll (an adapter polls it between layers only then)."""
+        return self._urgent is not None
+
     def next(self) -> GenRequest | None:
         """The next batch request in plan order, counted as in the engine from here on; None once the
         stream is spent. Call it only for a request that can be admitted now."""

@@ -20,7 +20,6 @@ weights are random, drawn on the device from config.json alone.
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +29,7 @@ import torch
 from blendserve.core.modelstore import context_length, eos_token_ids, load_tokenizer
 from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult, device_profile, fingerprint
 from blendserve.worker.engines.cpu.block_manager import BlockManager
+from blendserve.worker.engines.cpu.core import CpuCore
 from blendserve.worker.engines.cpu.grammar import Grammars
 from blendserve.worker.engines.cpu.id_tokenizer import IdTokenizer
 from blendserve.worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
@@ -39,6 +39,7 @@ from blendserve.worker.engines.cpu.sampler import SamplingState, sample
 from blendserve.worker.engines.cpu.scheduler import ScheduledChunk, Scheduler, Sequence, Step
 from blendserve.worker.engines.cpu.speculative import PromptLookup, SpecConfig, SpecStats
 from blendserve.worker.engines.cpu.stops import StopChecker
+from blendserve.worker.engines.driver import drive
 from blendserve.worker.engines.logprobs import TokenNames
 from blendserve.worker.engines.threads import DEFAULT_THREADS, one_thread
 
@@ -47,16 +48,6 @@ if TYPE_CHECKING:     # pydantic only where settings are read: the engine also r
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 
-# While interactive requests arrived in the last RUSH_WINDOW_S, a step carries at most
-# ``rush_tokens`` (BLENDSERVE_CPU_RUSH_TOKENS) of batch work, decodes and prefill together (the
-# oldest sequences first; the rest keep their blocks and wait). Since a new interactive prompt cuts
-# in between two layers of the step in flight, the cap does not set its time to first token; it sets
-# the time between its tokens (each rides in a batch step) against the batch's speed. A cap of 256
-# keeps every running batch sequence decoding and only holds back big prefill chunks: with a
-# 2,000-request batch and chats at 1/s, the batch kept ~1.0 of its solo speed at 256 and 0.62 at 96,
-# chats' first token within 1.1-1.3x of idle either way, their 24 tokens in ~4.9 s at 256 and ~2.5 s
-# at 96 (BENCHMARKS.md, interactive latency). The window covers the gaps of a steady trickle (1/s).
-RUSH_WINDOW_S = 10.0
 
 
 class CpuEngine:
@@ -164,64 +155,8 @@ class CpuEngine:
                  urgent: Callable[[], list[GenRequest]] | None = None,
                  cancel_epoch: Callable[[], int] | None = None) -> Iterator[GenResult]:
         torch.set_num_threads(self.threads)    # in the thread that runs the steps: see worker/engines/threads.py
-        stream = iter(requests)
         self._choices.clear()
-        sched = self._sched = Scheduler(self.blocks, self.max_running, self.step_tokens,
-                                        self._draft if self.spec.on else None, self.spec.max_running)
-        ready: list[Sequence] = []      # finished without running (nothing to generate)
-
-        def pull() -> Sequence | None:
-            for request in stream:
-                seq = self._sequence(request)
-                if seq.finish_reason is None:
-                    return seq
-                ready.append(seq)
-            return None
-
-        last_urgent = -RUSH_WINDOW_S
-
-        def admit_urgent() -> list[Sequence]:
-            nonlocal last_urgent
-            admitted = []
-            for request in urgent() if urgent is not None else ():
-                last_urgent = time.monotonic()
-                seq = self._sequence(request)
-                if seq.finish_reason is None:
-                    sched.admit_urgent(seq)
-                    admitted.append(seq)
-                else:
-                    ready.append(seq)
-            return admitted
-
-        def cut_in() -> None:
-            """Between two layers of a step: interactive requests that arrived meanwhile run their prompt now,
-            so their first token waits for one layer of the step in flight, not for all of it."""
-            if (admitted := admit_urgent()) and (step := sched.cut_in(admitted)).chunks:
-                ready.extend(self._run(sched, step))
-
-        try:
-            while True:
-                admit_urgent()
-                if cancelled is not None:
-                    for seq in [*sched.running, *sched.waiting]:
-                        if cancelled(seq.key):
-                            sched.finish(seq)        # dropped without a result, as the interface says
-                rush = time.monotonic() - last_urgent < RUSH_WINDOW_S or any(s.urgent for s in sched.running)
-                sched.batch_cap = self.rush_tokens if rush else None
-                step = sched.schedule(pull)
-                done = step.finished
-                if step.chunks:
-                    done += self._run(sched, step, cut_in if urgent is not None and self.cut_in else None)
-                done += ready
-                ready.clear()
-                for seq in done:
-                    if (result := self._result(seq)) is not None:
-                        yield result
-                if not step.chunks and not sched.has_work():
-                    return
-        finally:
-            for seq in [*sched.running, *sched.waiting]:
-                sched.finish(seq)
+        yield from drive(CpuCore(self), requests, cancelled, urgent, cancel_epoch)
 
     def _sequence(self, request: GenRequest) -> Sequence:
         """Choice 0 of the request; choices 1..n-1 wait in its ``forks`` (see ``_release``)."""
