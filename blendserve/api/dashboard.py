@@ -38,112 +38,24 @@ Workers: heartbeats come every lease/3 seconds. A worker whose last heartbeat
 is older than two of them is marked stale (its figures are that old; it may
 have stopped), and one older than the lease is left out: its chunks are
 already free for another worker to claim.
-
-The plan against what ran: per time bin, the share of prefill among the
-tokens the plan in effect expected to compute (prefill = prompt tokens not
-served by the prefix cache, decode = completion tokens), beside the same
-share of what the results written in that bin computed. Token shares are a
-proxy for the compute/memory balance (prefill is compute-dense, decode
-memory-dense), the same one for both lines; the page says so.
 """
 from __future__ import annotations
 
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from blendserve.api.chart import polyline, time_ticks, timeline
+from blendserve.api.views import STALE_BEATS, BatchView, RoundView, WorkerView
 from blendserve.core.jobs import BatchStats, batch_stats
 from blendserve.core.models import Batch, Chunk, PlanningRound, Request, Worker
 
 RECENT_BATCHES = 50
-BINS = 30                      # points of the throughput plot
 RECENT_ROUNDS = 10
 MIN_OBSERVED = (3, 0.05)       # results (at least 3, and 5% of the batch) before the observed rate gives the ETA
-STALE_BEATS = 2                # heartbeats missed before a worker is marked stale
-DRAWN = {"completed": "done", "cancelling": "cancelled", "cancelled": "cancelled", "expired": "expired",
-         "failed": "failed"}
-
-
-@dataclass
-class BatchView:
-    id: str
-    status: str
-    model: str | None
-    done: int
-    total: int
-    tokens_per_s: float
-    cached_share: float
-    eta_s: float | None        # None: not running, or neither enough results nor an estimate yet
-    eta_source: str | None = None   # "observed" | "estimate" | "overdue" (the estimate passed; too few results)
-    phase: str | None = None   # in_progress only: "planning" | "waiting for a worker" | "warming up" | "running"
-    reason: str | None = None  # failed, expired or cancelled: why, in words
-    completed: int = 0
-    failed: int = 0
-    running_for_s: float | None = None   # since its first request reached an engine; None: none did yet
-    in_engine: int | None = None         # warming up: its requests in chunks a worker holds
-    no_worker: bool = False              # not run yet, and no live worker serves its model
-
-    @property
-    def ended_early(self) -> bool:
-        """Cancelled or expired: its requests that never ran are counted failed, so its bar and count show
-        what completed, not done / total (a batch cancelled before it ran is 0/40, not a full bar)."""
-        return self.drawn in ("cancelled", "expired")
-
-    @property
-    def shown_done(self) -> int:
-        return self.completed if self.ended_early else self.done
-
-    @property
-    def percent(self) -> float:
-        return 100.0 * self.shown_done / self.total if self.total else 0.0
-
-    @property
-    def drawn(self) -> str:
-        """How its bar is drawn: "done" (green) only for a completed batch; a cancelled, expired or failed one
-        shows how far it got in its own colour; a running one before its first result has no bar."""
-        return DRAWN.get(self.status, "running")
-
-
-@dataclass
-class WorkerView:
-    id: str
-    model: str
-    engine: str
-    kv_capacity_tokens: int
-    heartbeat_age_s: float
-    chunks: list[int]
-    running_sequences: int | None = None    # None: the engine cannot say
-    kv_used_tokens: int | None = None
-    stale: bool = False        # no heartbeat for STALE_BEATS beats: its figures are old, it may have stopped
-
-    @property
-    def kv_percent(self) -> float | None:
-        if self.kv_used_tokens is None or not self.kv_capacity_tokens:
-            return None
-        return 100.0 * self.kv_used_tokens / self.kv_capacity_tokens
-
-
-@dataclass
-class RoundView:
-    model: str
-    started_at: float
-    duration_s: float
-    requests: int
-    est_seconds: float | None
-    balance: float | None      # estimated compute seconds per memory second
-
-
-@dataclass
-class Bin:
-    start: float
-    tokens_per_s: float
-    prefill_tokens: int        # prompt tokens computed (not cached): compute-dense work
-    decode_tokens: int         # completion tokens: memory-dense work
-    planned_prefill_share: float | None = None   # the plan in effect at the bin's end; None: no round yet
 
 
 def batches(s: Session, owner: str | None, now: float, lease_s: float | None = None) -> list[BatchView]:
@@ -313,61 +225,6 @@ def recent_rounds(s: Session, limit: int = RECENT_ROUNDS) -> list[RoundView]:
     return [RoundView(r.model, r.started_at, r.duration_s, r.requests, r.est_seconds,
                       r.est_compute_s / r.est_memory_s if r.est_compute_s is not None and r.est_memory_s else None)
             for r in rows]
-
-
-def planned_shares(s: Session, bins: list[Bin], width: float) -> None:
-    """Set each bin's planned prefill share: the latest round of every model started before the bin's end."""
-    if not bins:
-        return
-    start = bins[0].start
-    first = (select(PlanningRound.model, func.max(PlanningRound.id).label("id"))
-             .where(PlanningRound.started_at <= start).group_by(PlanningRound.model).subquery())
-    before = s.scalars(select(PlanningRound).join(first, PlanningRound.id == first.c.id)).all()
-    during = s.scalars(select(PlanningRound).where(PlanningRound.started_at > start)
-                       .order_by(PlanningRound.started_at)).all()
-    current = {r.model: r for r in before}
-    i = 0
-    for b in bins:
-        while i < len(during) and during[i].started_at <= b.start + width:
-            current[during[i].model] = during[i]
-            i += 1
-        known = [r for r in current.values() if r.est_prefill_tokens is not None]
-        prefill = sum(r.est_prefill_tokens for r in known)
-        tokens = prefill + sum(r.est_decode_tokens for r in known)
-        b.planned_prefill_share = prefill / tokens if tokens > 0 else None
-
-
-def timeline(s: Session, owner: str | None, now: float, span_s: float = 600.0) -> list[Bin]:
-    """Tokens/s and the compute/memory mix of what finished, in BINS slices of the last span_s seconds."""
-    width = span_s / BINS
-    start = now - span_s
-    slot = func.floor((Request.finished_at - start) / width)
-    q = (select(slot, func.sum(Request.prompt_tokens), func.sum(Request.cached_tokens),
-                func.sum(Request.completion_tokens))
-         .where(Request.status == "completed", Request.finished_at > start).group_by(slot))
-    if owner is not None:
-        q = q.join(Batch, Batch.id == Request.batch_id).where(Batch.owner == owner)
-    bins = [Bin(start + i * width, 0.0, 0, 0) for i in range(BINS)]
-    for i, prompt, cached, completion in s.execute(q):
-        b = bins[min(int(i), BINS - 1)]
-        b.prefill_tokens, b.decode_tokens = int(prompt or 0) - int(cached or 0), int(completion or 0)
-        b.tokens_per_s = (int(prompt or 0) + b.decode_tokens) / width
-    planned_shares(s, bins, width)
-    return bins
-
-
-def polyline(values: list[float | None], width: int, height: int, top: float | None = None) -> str:
-    """SVG points for values scaled into a width x height box (0 at the bottom, `top` or the peak at the top);
-    None values are left out."""
-    top = top or max((v for v in values if v is not None), default=0.0) or 1.0
-    step = width / max(len(values) - 1, 1)
-    return " ".join(f"{i * step:.1f},{height - v / top * height:.1f}" for i, v in enumerate(values) if v is not None)
-
-
-def time_ticks(start: float, end: float, width: int, n: int = 5) -> list[tuple[float, str]]:
-    """(x, HH:MM:SS) labels of the chart's time axis: n evenly spaced from start to end, in local time."""
-    return [(i * width / (n - 1), time.strftime("%H:%M:%S", time.localtime(start + i * (end - start) / (n - 1))))
-            for i in range(n)]
 
 
 def tables(s: Session, owner: str | None, lease_s: float) -> dict:
