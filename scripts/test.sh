@@ -12,4 +12,9 @@ export HF_HUB_OFFLINE=1
 unset PYTHONDONTWRITEBYTECODE
 # The linter first (under a second): pyflakes, pycodestyle, isort, pyupgrade, bugbear (pyproject.toml).
 .venv/bin/ruff check --quiet .
+# Then the docs site (a few seconds): --strict fails on a broken link or anchor, and the configuration page is
+# generated from the settings model (docs/hooks/settings_page.py). Built into a temporary folder, never kept.
+site=$(mktemp -d)
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$site" || { rm -rf "$site"; exit 1; }
+rm -rf "$site"
 exec .venv/bin/python -m pytest -q "$@"

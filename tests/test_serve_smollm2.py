@@ -11,6 +11,7 @@ import httpx
 
 from blendserve.core.config import SMOLLM2
 from blendserve.core.embedstore import MINILM
+from examples.run_batch import run_batch as run_readme_example
 from tests.live import free_port, read_lines, run_batch
 
 
@@ -45,6 +46,8 @@ def test_serve_answers_with_smollm2(tmp_path, smollm2_models):
         assert b.status == "completed", b.errors
         answer = read_lines(client, b.output_file_id)[0]["response"]["body"]["choices"][0]["message"]["content"]
         assert "Paris" in answer
+        b, output = run_readme_example(client, poll_s=0.2)     # README.md's sample file, through its snippet
+        assert b.status == "completed" and b.request_counts.completed == len(output.splitlines()) >= 3, b.errors
         while True:     # the embedding worker answers once its row is read (within a second of its first beat)
             try:
                 emb = client.embeddings.create(model=MINILM, input=["Paris", "France"])

@@ -1,18 +1,32 @@
-"""The README's configuration table and blendserve/core/config.py's settings name the same variables, both ways."""
+"""The configuration page, generated from the settings model, lists every variable the settings read, and the
+docs-side text (docs/hooks/settings_text.py) has a meaning for every field and for nothing else."""
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
+from types import ModuleType
 
+import yaml
 from pydantic_settings import BaseSettings
 
 from blendserve.core.config import Settings
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+HOOKS = ROOT / "docs" / "hooks"
+
+
+def load(name: str) -> ModuleType:
+    """A module of docs/hooks by path, as MkDocs loads it."""
+    spec = importlib.util.spec_from_file_location(f"docs_hooks_{name}", HOOKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def env_names(model: type[BaseSettings]) -> set[str]:
-    """Every environment variable a settings model reads, nested models included."""
+    """Every environment variable a settings model reads, nested models included: worked out here, apart
+    from the generator, so a generator that skipped a group would not pass its own check."""
     prefix = model.model_config.get("env_prefix", "")
     names: set[str] = set()
     for name, field in model.model_fields.items():
@@ -26,36 +40,38 @@ def env_names(model: type[BaseSettings]) -> set[str]:
     return names
 
 
-def documented() -> set[str]:
-    """Variables in the first column of the README's table; in a row `BLENDSERVE_SERVER_URL` / `_API_KEY`,
-    the second is BLENDSERVE_SERVER_API_KEY."""
-    text = README.read_text()
-    table = text[text.index("## Configuration"):]
-    names: set[str] = set()
-    for row in re.findall(r"^\| (`BLENDSERVE_[^|]+)\|", table, flags=re.M):
-        cells = re.findall(r"`([A-Z0-9_]+)`", row)
-        first = cells[0]
-        names.update(_expand(first, cell) if cell.startswith("_") else cell for cell in cells)
-    return names
+def generated_rows() -> dict[str, list[str]]:
+    """Variable -> its row's other cells, from the configuration page as the docs build renders it."""
+    page = load("settings_page")
+    text = page.fill((ROOT / "docs" / page.PAGE).read_text())
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(r"^\| `(BLENDSERVE_[A-Z0-9_]+)` \|(.*)\|$", line)
+        if m:
+            assert m[1] not in rows, f"{m[1]} is listed twice"
+            rows[m[1]] = [c.strip() for c in re.split(r"(?<!\\)\|", m[2])]
+    return rows
 
 
-def _expand(first: str, suffix: str) -> str:
-    """`BLENDSERVE_SERVER_URL` + `_API_KEY` -> `BLENDSERVE_SERVER_API_KEY`: the suffix replaces what
-    follows the group's prefix (the longest prefix of ``first`` that names a settings group)."""
-    groups = sorted({p for p in _prefixes() if first.startswith(p)}, key=len, reverse=True)
-    return groups[0] + suffix.lstrip("_")
+def test_the_page_lists_every_setting_and_only_settings():
+    settings, page = env_names(Settings), set(generated_rows())
+    assert not settings - page, f"settings missing from the configuration page: {sorted(settings - page)}"
+    assert not page - settings, f"the configuration page lists variables no setting reads: {sorted(page - settings)}"
 
 
-def _prefixes() -> set[str]:
-    out = {"BLENDSERVE_"}
-    for field in Settings.model_fields.values():
-        kind = field.annotation
-        if isinstance(kind, type) and issubclass(kind, BaseSettings):
-            out.add(kind.model_config["env_prefix"].upper())
-    return out
+def test_every_row_has_a_type_a_default_and_a_meaning():
+    for env, cells in generated_rows().items():
+        assert len(cells) == 3 and all(cells), f"{env}: {cells}"
 
 
-def test_every_setting_is_documented_and_every_documented_variable_is_a_setting():
-    settings, readme = env_names(Settings), documented()
-    assert not settings - readme, f"settings missing from README's configuration table: {sorted(settings - readme)}"
-    assert not readme - settings, f"README documents variables no setting reads: {sorted(readme - settings)}"
+def test_the_text_names_every_field_and_no_missing_one():
+    text, settings = set(load("settings_text").SETTINGS), env_names(Settings)
+    assert not settings - text, f"fields without a meaning in settings_text.py: {sorted(settings - text)}"
+    assert not text - settings, f"settings_text.py names variables no setting reads: {sorted(text - settings)}"
+
+
+def test_the_docs_build_runs_the_generator():
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    assert "docs/hooks/settings_page.py" in config["hooks"]
+    page = (ROOT / "docs" / load("settings_page").PAGE).read_text()
+    assert load("settings_page").MARKER in page
