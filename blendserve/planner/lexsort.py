@@ -138,6 +138,20 @@ def _equal_fields(x: np.ndarray, bits: int, per_word: int) -> np.ndarray:
     return eq
 
 
+def _neighbours_equal(words: list[np.ndarray], bits: int, per_word: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each pair of neighbours in sorted order: whether all their packed words are equal, and how many
+    leading fields (tokens) they share."""
+    eq_words = np.zeros(len(words[0]) - 1, dtype=np.int64)
+    still = np.ones(len(words[0]) - 1, dtype=bool)
+    for w in words:
+        x = w[1:] ^ w[:-1]
+        differ = still & (x != 0)
+        eq_words[differ] += _equal_fields(x[differ], bits, per_word)
+        eq_words[still & (x == 0)] += per_word
+        still &= x == 0
+    return still, eq_words
+
+
 def sort_prompts(tokens: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Lexicographic order of the prompts and the LCP array.
 
@@ -155,9 +169,7 @@ def sort_prompts(tokens: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, n
     lo, bits, per_word = _packing(tokens)
     per_round = _WORDS * per_word
 
-    g_lo = np.array([0], dtype=np.int64)
-    g_hi = np.array([n], dtype=np.int64)
-    g_depth = np.array([0], dtype=np.int64)
+    g_lo, g_hi, g_depth = np.array([0], dtype=np.int64), np.array([n], dtype=np.int64), np.zeros(1, dtype=np.int64)
     while g_lo.size:
         sizes = g_hi - g_lo
         gid = np.repeat(np.arange(len(g_lo), dtype=np.int64), sizes)
@@ -181,14 +193,7 @@ def sort_prompts(tokens: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, n
 
         # Boundaries inside groups where the packed words differ.
         same_group = gid[1:] == gid[:-1]
-        eq_words = np.zeros(len(req) - 1, dtype=np.int64)
-        still = np.ones(len(req) - 1, dtype=bool)
-        for w in words:
-            x = w[1:] ^ w[:-1]
-            differ = still & (x != 0)
-            eq_words[differ] += _equal_fields(x[differ], bits, per_word)
-            eq_words[still & (x == 0)] += per_word
-            still &= x == 0
+        still, eq_words = _neighbours_equal(words, bits, per_word)
         cut = same_group & ~still
         lcp[pos[1:][cut]] = d_m[1:][cut] + eq_words[cut]
 
