@@ -3,7 +3,8 @@
 An MkDocs hook (mkdocs.yml, `hooks:`): on docs/configuration.md it replaces the marker line with one table
 per settings group, every field a row: its environment variable, type and default read from
 `blendserve.core.config.Settings` and its nested settings, its meaning from settings_text.py beside this
-file. A field without a meaning fails the build rather than render an empty cell.
+file (else the field's `Field(description=...)`). A field without a meaning fails the build rather than
+render an empty cell.
 """
 from __future__ import annotations
 
@@ -82,9 +83,9 @@ def render() -> str:
             parts += [intro, ""]
         parts += ["| variable | type | default | meaning |", "| --- | --- | --- | --- |"]
         for env, field in fields(model):
-            if env not in meanings:
-                raise KeyError(f"{env} has no entry in docs/hooks/settings_text.py")
-            entry = meanings[env]
+            entry = meanings.get(env) or field.description
+            if not entry:
+                raise KeyError(f"{env} has no entry in docs/hooks/settings_text.py and no description")
             meaning, note = (entry, "") if isinstance(entry, str) else entry
             default = _default(field) + (f" ({note})" if note else "")
             parts.append(f"| `{env}` | {_cell(_type(field.annotation))} | {_cell(default)} | {_cell(meaning)} |")
