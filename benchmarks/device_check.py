@@ -26,7 +26,6 @@ import argparse
 import json
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -38,18 +37,9 @@ from blendserve.simulator.runner import _blendserve_estimated
 from blendserve.worker.engines.base import GenRequest, SamplingParams
 from blendserve.worker.engines.cpu.engine import CpuEngine
 from blendserve.worker.engines.speculative import SpecConfig
+from tests.harness.device_engine import LLAMA_8B, engine_settings
 
-ROOT = Path(__file__).resolve().parents[1]
-LLAMA_8B = ROOT / "scripts" / "models" / "llama-3.1-8b"
 POLICIES = ("blendserve", "dfs", "fcfs")
-
-
-def engine_settings(args: argparse.Namespace) -> SimpleNamespace:
-    """What CpuEngineSettings holds (blendserve/core/config.py), without pydantic, which this machine lacks: every field
-    the engine reads (tests/engine/test_device_check.py keeps the two in step)."""
-    return SimpleNamespace(threads=0, kv_gb=args.kv_gb, block_size=16, max_batch=args.max_running,
-                           max_batched_tokens=args.step_tokens, rush_tokens=256, cut_in=False, native=True, exact=False,
-                           device=args.device, load_format="dummy")
 
 
 def mix(args: argparse.Namespace, vocab: int, context: int) -> tuple[list[list[int]], np.ndarray, np.ndarray]:

@@ -3,57 +3,23 @@
 Run-phase tokens/s for BlendServe, DFS (prefix-sorted) and FCFS orders (our
 service, `--engine sglang`, mixed chunked prefill on), and for SGLang's own
 `lpm` (longest-prefix-match, its DFS) order, with the same engine arguments
-but `schedule_policy="lpm"`, so the four differ only in order. SGLang sorts
-by prefix only while at most 128 requests wait (more, and `lpm` falls back to
-FCFS: WAITING_QUEUE_PREFIX_MATCH_MAX in its schedule_policy.py), so the `lpm`
-run submits in windows: at most LPM_WINDOW requests waiting in SGLang or on
-their way to it, as its load snapshot shows them. Needs an NVIDIA GPU and sglang (scripts/gpu_check.sh
-installs it).
+but `schedule_policy="lpm"`, so the four differ only in order. The `lpm`
+run submits in windows (tests/harness/sglang_lpm.py), so SGLang really sorts.
+Needs an NVIDIA GPU and sglang (scripts/gpu_check.sh installs it).
 
     python -m benchmarks.gpu_check --requests 450
 """
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import time
-from typing import Any
 
 from benchmarks.harness import run_service
 from benchmarks.prefix_mix import workload
 from blendserve.core.config import SMOLLM2, Settings, get_settings
 from blendserve.core.served import smollm2_checkpoint
-
-LPM_QUEUE_MAX = 128   # SGLang's lpm sorts the waiting queue only while it holds at most this many
-# What the lpm run aims at: below SGLang's limit by a margin for its load snapshot's lag (published every
-# few forward passes, so requests that just finished or just arrived are counted a moment late).
-LPM_WINDOW = 112
-POLL_S = 0.02
-
-
-async def submit_in_windows(engine: Any, ids: list[list[int]], params: list[dict], window: int = LPM_WINDOW,
-                            poll_s: float = POLL_S) -> list[dict]:
-    """Every request through `engine.async_generate`, with at most `window` of them waiting: in SGLang's
-    queue (its load snapshot, `get_loads`) or sent and not yet counted there. Runs on the engine's own loop
-    (`Engine.loop`), the one that reads its outputs. Without a snapshot, every unfinished request counts as
-    waiting (never more than `window` in flight)."""
-    tm = engine.tokenizer_manager
-    tasks: list[asyncio.Future] = []
-    sent = 0
-    while sent < len(ids):
-        loads = await tm.get_loads(include=["core"])
-        waiting = sum(load.num_waiting_reqs for load in loads)
-        running = sum(load.num_running_reqs for load in loads)
-        unfinished = sum(not t.done() for t in tasks)
-        unseen = max(0, unfinished - running - waiting)      # sent, not in the snapshot yet
-        room = window - waiting - unseen if loads else window - unfinished
-        for _ in range(max(0, min(room, len(ids) - sent))):
-            call = engine.async_generate(input_ids=ids[sent], sampling_params=params[sent])
-            tasks.append(asyncio.ensure_future(call))
-            sent += 1
-        await asyncio.sleep(poll_s)
-    return list(await asyncio.gather(*tasks))
+from tests.harness.sglang_lpm import submit_in_windows, table
 
 
 def sglang_lpm(path, rows) -> float:
@@ -74,15 +40,6 @@ def sglang_lpm(path, rows) -> float:
     dt = time.time() - t0
     engine.shutdown()
     return sum(o["meta_info"]["prompt_tokens"] + o["meta_info"]["completion_tokens"] for o in outs) / dt
-
-
-def table(res: dict[str, dict]) -> str:
-    lines = [f"{'order':<12} {'run tok/s':>10} {'cached':>7} {'vs BlendServe':>14}"]
-    base = res["blendserve"]["run_tok_s"]
-    for name, r in res.items():
-        cached = f"{r['cached_share']:.1%}" if "cached_share" in r else "-"
-        lines.append(f"{name:<12} {r['run_tok_s']:>10.1f} {cached:>7} {r['run_tok_s'] / base:>13.3f}x")
-    return "\n".join(lines)
 
 
 def main() -> None:

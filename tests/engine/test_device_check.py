@@ -18,12 +18,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from benchmarks.device_check import LLAMA_8B, engine_settings
 from blendserve.core.config import CpuEngineSettings
 from blendserve.worker.engines.base import GenRequest, SamplingParams
 from blendserve.worker.engines.cpu import CpuEngine
 from blendserve.worker.engines.cpu.id_tokenizer import IdTokenizer
 from blendserve.worker.engines.cpu.model import Llama, random_weights_of
+from tests.harness.device_engine import LLAMA_8B, engine_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the GPU machine holds: torch 2.11 and its dependencies (its wheel's Requires-Dist), numpy, triton.

@@ -2,7 +2,7 @@
 (SGLang falls back to FCFS past 128 waiting)."""
 from __future__ import annotations
 
-from benchmarks.gpu_check import LPM_QUEUE_MAX, LPM_WINDOW, submit_in_windows, table
+from tests.harness.sglang_lpm import LPM_QUEUE_MAX, LPM_WINDOW, submit_in_windows, table
 from tests.sglang.fake_engine import FakeEngine
 
 
