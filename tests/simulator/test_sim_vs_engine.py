@@ -1,4 +1,4 @@
-"""benchmarks/sim_vs_engine.py's step-cost fit: it recovers the costs that made the steps, in the simulator's terms."""
+"""The step-cost fit (tests/harness/step_fit.py) recovers the costs that made the steps, in the simulator's terms."""
 from __future__ import annotations
 
 import numpy as np
