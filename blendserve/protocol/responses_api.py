@@ -1,8 +1,9 @@
 """/v1/responses (OpenAI's Responses API): its request rules and its translation to a chat. The Response
 object and its stream events are blendserve/protocol/response_object.py.
 
-Shared by batch validation (blendserve/scheduler/validation.py), the scheduler's tokenizer
-(core/bodies.prompt_text) and a worker, so a batch line and an interactive call
+Run by the Responses request model (blendserve/protocol/requests.py), which batch
+validation and a worker's interactive lane parse a body into, and by the scheduler's
+tokenizer (blendserve/protocol/bodies.prompt_text), so a batch line and an interactive call
 are read the same way. Pure: no database, no engine.
 
 A Responses body is a chat in other words: `instructions` becomes the system
@@ -124,8 +125,9 @@ def logprobs_asked(body: dict) -> int | None:
 
 
 def chat_params(body: dict) -> dict:
-    """The sampling settings of a Responses body in chat's words, for blendserve.worker.responses.sampling_params and
-    tool_call: `text.format` is chat's `response_format` (blendserve.protocol.structured reads either shape)."""
+    """The sampling settings of a Responses body in chat's words (blendserve.protocol.requests.ResponsesRequest
+    samples with them): `text.format` is chat's `response_format` (blendserve.protocol.structured reads either
+    shape)."""
     fmt = (body.get("text") or {}).get("format")
     top = logprobs_asked(body)
     return {"temperature": body.get("temperature"), "top_p": body.get("top_p"), **chat_tools(body),

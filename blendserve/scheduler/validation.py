@@ -21,17 +21,15 @@ from typing import Any
 
 import orjson
 
-from blendserve.protocol import embeddings, responses_api
-from blendserve.protocol.bodies import PROMPT_KEYS, check_sampling, prompt_text, tokenize
-from blendserve.protocol.fields import (
-    SPECIAL_MARGIN,
-    BodyError,
-    ModelInfo,
-    check_int,
-    check_messages,
-    is_token_ids,
-    token_ids_rule,
-    utf8_len,
+from blendserve.protocol import embeddings
+from blendserve.protocol.bodies import render, tokenize
+from blendserve.protocol.fields import SPECIAL_MARGIN, BodyError, ModelInfo, utf8_len
+from blendserve.protocol.requests import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    EmbeddingRequest,
+    RequestBody,
+    parse,
 )
 from blendserve.protocol.structured import auto_tools
 
@@ -70,10 +68,11 @@ class ValidRequest:
     bound: int = 0                         # an upper bound of the prompt's token count
     offset: int = 0                        # where the line starts in the input file, and its length
     length: int = 0
+    request: RequestBody | None = None     # the body parsed (None: a row read back to count its prompt)
 
     def params(self) -> dict:
-        """The body less its prompt: what the workers need besides the token ids."""
-        return {k: v for k, v in self.body.items() if k not in PROMPT_KEYS}
+        """The parameters a row stores, less its prompt: what the workers need besides the token ids."""
+        return self.request.params()
 
 
 def _slow_loads(raw: bytes) -> Any:
@@ -144,59 +143,37 @@ def _check_envelope(raw: bytes, endpoint: str, models: dict[str, ModelInfo], see
 
 def _check_request(env: _Envelope, lineno: int, endpoint: str, models: dict[str, ModelInfo],
                    skeletons: dict[tuple, int]) -> ValidRequest:
-    """The checks whose failure is the request's own: its error-file line, the rest of the batch runs."""
+    """The checks whose failure is the request's own: its error-file line, the rest of the batch runs. The
+    body is parsed once, into its endpoint's request model (blendserve/protocol/requests.py)."""
     cid, body, model = env.custom_id, env.body, env.model
     if model not in models:
         raise BodyError("model_not_found", f"The model '{model}' is not served here; served: {sorted(models)}.",
                         "body.model")
     info = models[model]
-    if endpoint == embeddings.ENDPOINT:
-        return _embeddings_line(body, lineno, cid, model, info)
-    if info.task == "embed":
+    if endpoint != embeddings.ENDPOINT and info.task == "embed":
         raise BodyError("invalid_value", f"'{model}' is an embedding model: it serves only {embeddings.ENDPOINT}.",
                         "body.model")
-    if endpoint == responses_api.ENDPOINT:
-        if body.get("stream"):
-            raise BodyError("stream_unsupported", "'stream': true is not allowed in a batch.", "stream")
-        messages, mt = responses_api.check_responses(body)
-    else:
-        check_sampling(body, endpoint, info.tool_calls)
-    if endpoint in ("/v1/chat/completions", responses_api.ENDPOINT):
-        if endpoint == "/v1/chat/completions":
-            messages = check_messages(body.get("messages"))
-            mt = check_int(body, "max_completion_tokens", 1)
-            mt = mt if mt is not None else check_int(body, "max_tokens", 1)
-        roles = tuple(m["role"] for m in messages)
-        if roles not in skeletons:      # the template's own bytes for this sequence of roles
-            try:
-                skeletons[roles] = len(info.render_chat([{"role": r, "content": "x"} for r in roles]).encode())
-            except Exception as e:      # templates may refuse some orders of roles (no alternation, ...)
-                raise BodyError("invalid_value", f"The model's chat template refuses these messages: {e}",
-                                "messages") from e
-        bound = skeletons[roles] + sum(map(utf8_len, (m["content"] for m in messages))) + SPECIAL_MARGIN
-        if endpoint == "/v1/chat/completions" and auto_tools(body):     # the template lists the tools too
-            bound = utf8_len(prompt_text(endpoint, body, info)) + SPECIAL_MARGIN
-        return ValidRequest(lineno, cid, body, model, mt, bound=bound)
-    prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        prompt = prompt[0]
-    mt = check_int(body, "max_tokens", 1)
-    mt = 16 if mt is None else mt            # the completions endpoint's documented default
-    if isinstance(prompt, str) and prompt:
-        return ValidRequest(lineno, cid, body, model, mt, bound=utf8_len(prompt) + SPECIAL_MARGIN)
-    if is_token_ids(prompt, info.vocab_size):
-        return ValidRequest(lineno, cid, body, model, mt, prompt_ids=list(prompt))
-    raise BodyError("invalid_value", f"'prompt' must be a non-empty string or {token_ids_rule(info.vocab_size)} "
-                    "(one prompt per line).", "prompt")
-
-
-def _embeddings_line(body: dict, lineno: int, cid: str, model: str, info: ModelInfo) -> ValidRequest:
-    """An embeddings line: prefill only (max_tokens 0, no decode step); token-id inputs are joined now,
-    texts are tokenized later unless their bound does not fit (blendserve/protocol/embeddings.py)."""
-    inputs = embeddings.check_embeddings(body, info)
-    if inputs.ids is not None:
-        return ValidRequest(lineno, cid, body, model, 0, prompt_ids=embeddings.join(inputs.ids))
-    return ValidRequest(lineno, cid, body, model, 0, bound=embeddings.bound(inputs))
+    req = parse(endpoint, body, info)
+    if isinstance(req, EmbeddingRequest):      # prefill only: max_tokens 0, no decode step
+        if req.inputs.ids is not None:
+            return ValidRequest(lineno, cid, body, model, 0, prompt_ids=embeddings.join(req.inputs.ids), request=req)
+        return ValidRequest(lineno, cid, body, model, 0, bound=embeddings.bound(req.inputs), request=req)
+    if isinstance(req, CompletionRequest):
+        if req.prompt_ids is not None:
+            return ValidRequest(lineno, cid, body, model, req.max_output, prompt_ids=req.prompt_ids, request=req)
+        return ValidRequest(lineno, cid, body, model, req.max_output, bound=utf8_len(req.text) + SPECIAL_MARGIN,
+                            request=req)
+    roles = tuple(m["role"] for m in req.chat)
+    if roles not in skeletons:      # the template's own bytes for this sequence of roles
+        try:
+            skeletons[roles] = len(info.render_chat([{"role": r, "content": "x"} for r in roles]).encode())
+        except Exception as e:      # templates may refuse some orders of roles (no alternation, ...)
+            raise BodyError("invalid_value", f"The model's chat template refuses these messages: {e}",
+                            "messages") from e
+    bound = skeletons[roles] + sum(map(utf8_len, (m["content"] for m in req.chat))) + SPECIAL_MARGIN
+    if isinstance(req, ChatCompletionRequest) and auto_tools(body):     # the template lists the tools too
+        bound = utf8_len(render(req.chat, req.tools, req.tool_choice, info)) + SPECIAL_MARGIN
+    return ValidRequest(lineno, cid, body, model, req.max_output, bound=bound, request=req)
 
 
 def tokenize_each(endpoint: str, bodies: list[dict], info: ModelInfo) -> list[list[int] | Exception]:

@@ -30,6 +30,7 @@ from blendserve.core.config import WORKER_SECRET_HEADER, get_settings
 from blendserve.core.ids import new_id
 from blendserve.protocol.bodies import check_interactive
 from blendserve.protocol.fields import BodyError, ModelInfo
+from blendserve.protocol.requests import RequestBody
 from blendserve.worker import interactive_api
 from blendserve.worker.engines.base import GenRequest, GenResult
 from blendserve.worker.http_io import Call, TextStream, error_body, send_json
@@ -39,8 +40,6 @@ from blendserve.worker.responses import (
     chat_message,
     completion_logprobs,
     response_body,
-    sampling_params,
-    tool_call,
     usage,
 )
 
@@ -122,14 +121,14 @@ class InteractiveServer:
                 raise BodyError("request_too_large", f"The body exceeds {MAX_BODY} bytes.")
             body = json.loads(h.rfile.read(length) or b"null")
             if h.path in interactive_api.ENDPOINTS:
-                api_req, streaming = interactive_api.prepare(self.info, self.lane, h.path, body)
+                api_req, body, streaming = interactive_api.prepare(self.info, self.lane, h.path, body)
             elif self.info.task == "embed":
                 raise BodyError("invalid_value", f"'{self.model_name}' is an embedding model: it serves only "
                                 f"{interactive_api.ENDPOINTS[0]}.", "model")
             else:
                 req = check_interactive(h.path, body, self.info)
-                params = sampling_params(body, req.max_tokens)
-                tool = tool_call(body)
+                params = req.request.sampling_params(req.max_tokens)
+                tool = req.request.tool_call()
         except json.JSONDecodeError as e:
             return send_json(h, 400, error_body(f"The body is not valid JSON: {e.msg}.", "invalid_json", None))
         except BodyError as e:
@@ -156,7 +155,7 @@ class InteractiveServer:
             del self.calls[key]
             log.debug("interactive %d: %.1f ms", key, (time.perf_counter() - t0) * 1e3)
 
-    def _serve_api(self, h: BaseHTTPRequestHandler, req: GenRequest, streaming: bool, body: dict) -> None:
+    def _serve_api(self, h: BaseHTTPRequestHandler, req: GenRequest, streaming: bool, body: RequestBody) -> None:
         """/v1/embeddings and /v1/responses (blendserve/worker/interactive_api.py): the same lane, their own answers."""
         call = self.calls[req.key] = Call(req.key, h.path)
         if streaming:

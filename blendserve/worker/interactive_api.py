@@ -1,8 +1,8 @@
 """The worker's interactive /v1/embeddings and /v1/responses: checked, run ahead of batch work, answered.
 
 They ride the same lane as chat and completions (blendserve/worker/interactive.py): the
-body is checked with the rules a batch line meets (blendserve/protocol/embeddings.py,
-blendserve/protocol/responses_api.py), tokenized, and put in the lane; the engine runs it at
+body is parsed into its endpoint's request model, with the rules a batch line meets
+(blendserve/protocol/requests.py), tokenized, and put in the lane; the engine runs it at
 its next step (the embedding engine: between two sub-batches). Embeddings
 answer one JSON body. A Response answers one JSON body, or with `stream: true`
 the Responses API's server-sent events (`event: <type>` and `data: <json>`,
@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from blendserve.protocol import embeddings, response_object, responses_api
 from blendserve.protocol.fields import BodyError
-from blendserve.worker.api_results import output_logprobs, response_tool, result_body
-from blendserve.worker.engines.base import GenRequest, SamplingParams
+from blendserve.protocol.requests import EmbeddingRequest, RequestBody, ResponsesRequest, parse
+from blendserve.protocol.results import output_logprobs, result_body
+from blendserve.worker.engines.base import GenRequest
 from blendserve.worker.http_io import Call, TextStream, error_body, send_json
-from blendserve.worker.responses import sampling_params
 
 if TYPE_CHECKING:
     from http.server import BaseHTTPRequestHandler
@@ -29,48 +29,43 @@ if TYPE_CHECKING:
 ENDPOINTS = (embeddings.ENDPOINT, responses_api.ENDPOINT)
 
 
-def prepare(info: ModelInfo, lane: Lane, path: str, body: Any) -> tuple[GenRequest, bool]:
-    """The engine request for a checked body, and whether it streams. Raises BodyError (a 400)."""
-    if path == embeddings.ENDPOINT:
-        inputs = embeddings.check_embeddings(body, info)
+def prepare(info: ModelInfo, lane: Lane, path: str, body: Any) -> tuple[GenRequest, RequestBody, bool]:
+    """The engine request for a body, the body parsed into its endpoint's model, and whether it streams.
+    Raises BodyError (a 400)."""
+    if path != embeddings.ENDPOINT and info.task == "embed":
+        raise BodyError("invalid_value", f"'{info.name}' is an embedding model: it serves only "
+                        f"{embeddings.ENDPOINT}.", "model")
+    req = parse(path, body, info, interactive=True)
+    if isinstance(req, EmbeddingRequest):
+        inputs = req.inputs
         ids = embeddings.join(inputs.ids if inputs.ids is not None else info.encode(inputs.texts))
         if (err := embeddings.context_error(ids, info)) is not None:
             raise err
-        return GenRequest(lane.new_key(), ids, SamplingParams(max_tokens=0)), False
-    if info.task == "embed":
-        raise BodyError("invalid_value", f"'{info.name}' is an embedding model: it serves only "
-                        f"{embeddings.ENDPOINT}.", "model")
-    stream = body.get("stream") if isinstance(body, dict) else None
-    if stream is not None and not isinstance(stream, bool):
-        raise BodyError("invalid_value", f"'stream' must be a boolean, got {stream!r}.", "stream")
-    options = body.get("stream_options")
-    if options is not None and (not stream or not isinstance(options, dict)):
-        raise BodyError("invalid_value", "'stream_options' must be an object, and only with 'stream': true.",
-                        "stream_options")
-    messages, mt = responses_api.check_responses(body)
-    ids = info.encode([info.render_chat(messages)])[0]
+        return GenRequest(lane.new_key(), ids, req.sampling_params()), req, False
+    assert isinstance(req, ResponsesRequest)
+    ids = info.encode([info.render_chat(req.chat)])[0]
+    mt = req.max_output
     if len(ids) + (mt or 1) > info.context_length:
         raise BodyError("context_length_exceeded", f"The input ({len(ids)} tokens) plus max_output_tokens ({mt}) "
                         f"exceeds the model's context length of {info.context_length} tokens.", "input")
     mt = mt if mt is not None else info.context_length - len(ids)
-    params = sampling_params(responses_api.chat_params(body), mt)
-    return GenRequest(lane.new_key(), ids, params), bool(stream)
+    return GenRequest(lane.new_key(), ids, req.sampling_params(mt)), req, bool(req.stream)
 
 
-def reply(h: BaseHTTPRequestHandler, call: Call, body: dict, model_name: str) -> None:
+def reply(h: BaseHTTPRequestHandler, call: Call, body: RequestBody, model_name: str) -> None:
     """The whole answer as one JSON body once the engine finished it."""
     kind, value = call.next(h)
     while kind == "tokens":
         kind, value = call.next(h)
     if kind == "error":
         return send_json(h, 503, error_body(value, "worker_stopping", None, "server_error"))
-    send_json(h, 200, result_body(call.endpoint, model_name, value, body))
+    send_json(h, 200, result_body(model_name, value, body))
 
 
-def stream(h: BaseHTTPRequestHandler, call: Call, body: dict, model_name: str, tokenizer: Any) -> None:
+def stream(h: BaseHTTPRequestHandler, call: Call, body: ResponsesRequest, model_name: str, tokenizer: Any) -> None:
     """The Responses API's events: the opening ones, a delta per run of new text (with its tokens' logprobs
     when asked), the closing ones."""
-    events = response_object.EventStream(body, model_name, response_tool(body))
+    events = response_object.EventStream(body.params(), model_name, body.tool_call())
     text = TextStream(tokenizer, ())
     pending: list = []      # the logprobs of tokens whose text has not gone out yet
 

@@ -1,0 +1,334 @@
+"""One typed model per endpoint's request body: each body is parsed once, into the model of its endpoint.
+
+`parse` checks a raw body with OpenAI's rules (blendserve/protocol/sampling_rules.py,
+fields.py, structured.py, responses_api.py, embeddings.py: the messages and
+`param` paths of the 400s are theirs) and returns the model, which carries
+what the checks derived: the chat the model sees, the tokens it may write, the
+inputs to embed, the constraint and the tool call a body forces. The scheduler
+parses a batch line this way and a worker's interactive lane a call's body,
+so a body one path accepts the other accepts too (as vLLM's run_batch reads a
+line into a typed request once).
+
+A row stores `stored()`: the parameters the caller set (explicit nulls
+included), less the prompt, which stays in the input file. A worker reads them
+back with `stored(endpoint, params)`, types only: the rules ran at the door, so
+a row is never refused for a rule added after it was admitted.
+
+Fields the service does not read (`user`, `metadata`, refused parameters sent
+at their defaults, ...) are kept as extra fields: the rules refuse the unknown
+ones with OpenAI's "Unrecognized request argument" before a model is built.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, ValidationInfo, model_validator
+
+from blendserve.protocol import embeddings, responses_api, structured
+from blendserve.protocol.fields import BodyError, ModelInfo, check_int, check_messages, is_token_ids, token_ids_rule
+from blendserve.protocol.sampling import SamplingParams
+from blendserve.protocol.sampling_rules import check_sampling
+from blendserve.protocol.structured import Constraint, ToolCall
+
+CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
+PROMPT_KEYS = ("messages", "prompt", "input")   # what a row does not store: it stays in the input file
+COMPLETIONS_MAX_TOKENS = 16                     # the completions endpoint's documented default
+
+
+@dataclass(frozen=True)
+class Door:
+    """What the rules check a body against: the served model, and whether the body came as an interactive
+    call (`stream` allowed) or as a batch line (`stream` refused)."""
+    info: ModelInfo
+    interactive: bool = False
+
+
+def _or(value: Any, default: Any) -> Any:
+    """OpenAI reads an explicit ``null`` as "use the default"."""
+    return default if value is None else value
+
+
+def _stream_rules(body: dict, door: Door, options_rule: str) -> None:
+    """`stream` and `stream_options`: a boolean and an object beside it on an interactive call; a batch line
+    may not stream (the endpoint's own rules refuse it there)."""
+    if not door.interactive:
+        return
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise BodyError("invalid_value", f"'stream' must be a boolean, got {stream!r}.", "stream")
+    options = body.get("stream_options")
+    if options is not None and (not stream or not isinstance(options, dict)
+                                or not isinstance(options.get("include_usage", False), bool)):
+        raise BodyError("invalid_value", options_rule, "stream_options")
+
+
+def _body_error(e: ValidationError) -> BodyError:
+    """A value of a type the rules let through but the model's field does not take, in OpenAI's words."""
+    err = e.errors()[0]
+    param = ".".join(str(p) for p in err["loc"]) or None
+    return BodyError("invalid_value", f"'{param}': {err['msg']}." if param else f"{err['msg']}.", param)
+
+
+class RequestBody(BaseModel):
+    """What every endpoint's body shares: its model, its extra fields, its one parse and its stored form."""
+    model_config = ConfigDict(extra="allow")
+    endpoint: ClassVar[str]
+
+    model: str | None = None
+    _derived: Any = PrivateAttr(default=None)     # what the rules derived; None on stored parameters
+
+    @classmethod
+    def parse(cls, body: Any, info: ModelInfo, interactive: bool = False) -> RequestBody:
+        """The body checked against the served model `info` and typed. Raises BodyError (a 400, or a batch
+        line's own error)."""
+        try:
+            return cls.model_validate(body, context=Door(info, interactive))
+        except ValidationError as e:
+            raise _body_error(e) from None
+
+    @classmethod
+    def stored(cls, params: dict) -> RequestBody:
+        """A row's stored parameters, typed again (no rule runs: they passed at the door)."""
+        return cls.model_validate(params)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _rules(cls, body: Any, handler: Any, info: ValidationInfo) -> RequestBody:
+        """The endpoint's rules on the raw body, then the typed model; what the rules derived rides on it."""
+        door = info.context
+        if not isinstance(door, Door):
+            return handler(body)
+        if not isinstance(body, dict):
+            raise BodyError("invalid_value", "The request body must be a JSON object.")
+        derived = cls.check(body, door)
+        out = handler(body)
+        out._derived = derived
+        return out
+
+    @classmethod
+    def check(cls, body: dict, door: Door) -> Any:
+        """The endpoint's rules; returns what they derived (the checked chat, the max tokens, ...)."""
+        raise NotImplementedError
+
+    def params(self) -> dict:
+        """The parameters a row stores: what the caller set, less the prompt."""
+        return self.model_dump(exclude_unset=True, exclude=set(PROMPT_KEYS))
+
+    def sampling_params(self, max_tokens: int) -> SamplingParams:
+        """What the engine samples with; `max_tokens`: the row's, filled in once the prompt was counted."""
+        raise NotImplementedError
+
+    def tool_call(self) -> ToolCall | None:
+        """How the output becomes a tool call (a forced call, or tool_choice "auto"), or None."""
+        return None
+
+
+class Sampling(RequestBody):
+    """The sampling settings of a generating body, in chat's words (a Responses body translates to them)."""
+    endpoint: ClassVar[str] = CHAT
+
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    logprobs: bool | int | None = None      # chat: a boolean (top_logprobs beside it); completions: 0-5
+    top_logprobs: int | None = None
+    n: int | None = None
+    response_format: dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+
+    @functools.cached_property
+    def constraint(self) -> tuple[Constraint | None, ToolCall | None]:
+        """The output's constraint and the tool call (blendserve/protocol/structured.py's reading)."""
+        return structured.constraint({"tools": self.tools, "tool_choice": self.tool_choice,
+                           "response_format": self.response_format})
+
+    def sampling_params(self, max_tokens: int) -> SamplingParams:
+        schema = self.constraint[0]
+        lp = self.logprobs
+        # Chat: `logprobs: true` and `top_logprobs` k; completions: `logprobs` k (an integer).
+        logprobs = (_or(self.top_logprobs, 0) if lp else None) if isinstance(lp, bool) or lp is None else int(lp)
+        return SamplingParams(
+            max_tokens=max_tokens,
+            temperature=float(_or(self.temperature, 1.0)),
+            top_p=float(_or(self.top_p, 1.0)),
+            stop=tuple([self.stop] if isinstance(self.stop, str) else self.stop or ()),
+            seed=self.seed,
+            presence_penalty=float(_or(self.presence_penalty, 0.0)),
+            frequency_penalty=float(_or(self.frequency_penalty, 0.0)),
+            # JSON object keys are strings: {"50256": -100} bans token 50256.
+            logit_bias=tuple(sorted((int(t), float(b)) for t, b in (self.logit_bias or {}).items())),
+            json_schema=schema.schema if schema is not None else None,
+            strict_schema=schema.strict if schema is not None else False,
+            logprobs=logprobs,
+            n=int(_or(self.n, 1)),
+        )
+
+    def tool_call(self) -> ToolCall | None:
+        return self.constraint[1]
+
+
+_STREAM_OPTIONS = ("'stream_options' must be an object such as {\"include_usage\": true}, and only with "
+                   "'stream': true.")
+
+
+class ChatCompletionRequest(Sampling):
+    """A /v1/chat/completions body."""
+    endpoint: ClassVar[str] = CHAT
+
+    messages: list[dict[str, Any]] | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    stream: Any = None
+    stream_options: Any = None
+
+    @classmethod
+    def check(cls, body: dict, door: Door) -> tuple[list[dict], int | None]:
+        _stream_rules(body, door, _STREAM_OPTIONS)
+        sampled = {k: v for k, v in body.items() if k not in ("stream", "stream_options")} if door.interactive \
+            else body
+        check_sampling(sampled, CHAT, door.info.tool_calls)
+        messages = check_messages(body.get("messages"))
+        mt = check_int(body, "max_completion_tokens", 1)
+        return messages, mt if mt is not None else check_int(body, "max_tokens", 1)
+
+    @property
+    def chat(self) -> list[dict]:
+        """The checked messages, in the chat template's shape (developer read as system, text parts joined)."""
+        return self._derived[0]
+
+    @property
+    def max_output(self) -> int | None:
+        """The tokens it may write: max_completion_tokens, else max_tokens; None: the rest of the context."""
+        return self._derived[1]
+
+
+class CompletionRequest(Sampling):
+    """A /v1/completions body: one prompt, a string or token ids."""
+    endpoint: ClassVar[str] = COMPLETIONS
+
+    prompt: str | list[str] | list[int] | None = None
+    max_tokens: int | None = None
+    stream: Any = None
+    stream_options: Any = None
+
+    @classmethod
+    def check(cls, body: dict, door: Door) -> tuple[str | list[int], int]:
+        _stream_rules(body, door, _STREAM_OPTIONS)
+        sampled = {k: v for k, v in body.items() if k not in ("stream", "stream_options")} if door.interactive \
+            else body
+        check_sampling(sampled, COMPLETIONS, door.info.tool_calls)
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        mt = check_int(body, "max_tokens", 1)
+        mt = COMPLETIONS_MAX_TOKENS if mt is None else mt
+        vocab = door.info.vocab_size
+        if isinstance(prompt, str) and prompt:
+            return prompt, mt
+        if is_token_ids(prompt, vocab):
+            return list(prompt), mt
+        raise BodyError("invalid_value", f"'prompt' must be a non-empty string or {token_ids_rule(vocab)}"
+                        + ("." if door.interactive else " (one prompt per line)."), "prompt")
+
+    @property
+    def text(self) -> str | None:
+        """The prompt's text; None where it came as token ids."""
+        return self._derived[0] if isinstance(self._derived[0], str) else None
+
+    @property
+    def prompt_ids(self) -> list[int] | None:
+        """The prompt's token ids where it came as ids (run as given); None for a text prompt."""
+        return None if isinstance(self._derived[0], str) else self._derived[0]
+
+    @property
+    def max_output(self) -> int:
+        return self._derived[1]
+
+
+class EmbeddingRequest(RequestBody):
+    """A /v1/embeddings body: its inputs, texts or token ids, and how the vectors are written."""
+    endpoint: ClassVar[str] = embeddings.ENDPOINT
+
+    input: Any = None
+    encoding_format: str | None = None
+    dimensions: int | None = None
+
+    @classmethod
+    def check(cls, body: dict, door: Door) -> embeddings.EmbedInputs:
+        return embeddings.check_embeddings(body, door.info)
+
+    @property
+    def inputs(self) -> embeddings.EmbedInputs:
+        return self._derived
+
+    def sampling_params(self, max_tokens: int = 0) -> SamplingParams:
+        """Prefill only: an embedding decodes nothing."""
+        return SamplingParams(max_tokens=0)
+
+
+class ResponsesRequest(RequestBody):
+    """A /v1/responses body: a chat in other words (blendserve/protocol/responses_api.py translates it)."""
+    endpoint: ClassVar[str] = responses_api.ENDPOINT
+
+    input: Any = None
+    instructions: str | None = None
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    text: dict[str, Any] | None = None
+    metadata: dict[str, str] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    include: list[str] | None = None
+    top_logprobs: int | None = None
+    stream: Any = None
+    stream_options: Any = None
+
+    @classmethod
+    def check(cls, body: dict, door: Door) -> tuple[list[dict], int | None]:
+        if not door.interactive and body.get("stream"):
+            raise BodyError("stream_unsupported", "'stream': true is not allowed in a batch.", "stream")
+        _stream_rules(body, door, "'stream_options' must be an object, and only with 'stream': true.")
+        return responses_api.check_responses(body)
+
+    @property
+    def chat(self) -> list[dict]:
+        """The chat the model sees: instructions, then the input's turns."""
+        return self._derived[0]
+
+    @property
+    def max_output(self) -> int | None:
+        """max_output_tokens; None: the rest of the context."""
+        return self._derived[1]
+
+    @functools.cached_property
+    def sampling(self) -> Sampling:
+        """Its sampling settings in chat's words (`text.format` is chat's `response_format`)."""
+        return Sampling.model_validate(responses_api.chat_params(self.model_dump(exclude_unset=True)))
+
+    def sampling_params(self, max_tokens: int) -> SamplingParams:
+        return self.sampling.sampling_params(max_tokens)
+
+    def tool_call(self) -> ToolCall | None:
+        return self.sampling.tool_call()
+
+
+REQUESTS: dict[str, type[RequestBody]] = {m.endpoint: m for m in (
+    ChatCompletionRequest, CompletionRequest, EmbeddingRequest, ResponsesRequest)}
+
+
+def parse(endpoint: str, body: Any, info: ModelInfo, interactive: bool = False) -> RequestBody:
+    """`body` checked and typed as `endpoint`'s request. Raises BodyError."""
+    return REQUESTS[endpoint].parse(body, info, interactive)
+
+
+def stored(endpoint: str, params: dict) -> RequestBody:
+    """A row's stored parameters as `endpoint`'s request (see RequestBody.stored)."""
+    return REQUESTS[endpoint].stored(params)
