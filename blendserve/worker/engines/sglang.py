@@ -32,14 +32,14 @@ import itertools
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from blendserve.core.config import SglangSettings
-from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult, SamplingParams, device_profile
+from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult, device_profile
+from blendserve.worker.engines.driver import CoreDefaults, Feed, Tokens, drive
 from blendserve.worker.engines.sglang_args import (
     Refused,
     engine_args,
@@ -115,6 +115,63 @@ def drain(events: queue.Queue, timeout: float) -> list:
     return got
 
 
+class _SGLangCore(CoreDefaults):
+    """One stream on SGLang: each request a task on the engine's loop, about `in_flight_kv` KV pools of
+    prompt + max_tokens (and at most twice the running cap) of them in flight."""
+
+    sweep_s = CANCEL_SWEEP_S
+
+    def __init__(self, engine: SGLangEngine, interactive: bool) -> None:
+        self.engine = engine
+        self.events: queue.Queue = queue.Queue()
+        self.flight: dict[int, tuple[Future, int]] = {}
+        engine._flight = self.flight
+        self.budget = engine.options.in_flight_kv * engine._capacity
+        self.count_cap = 2 * engine._running_cap if engine._running_cap else None
+        self.used = 0
+        self.wait_s = URGENT_POLL_S if interactive else CANCEL_SWEEP_S
+
+    def fits(self, request: GenRequest) -> bool:
+        cost = len(request.input_ids) + request.params.max_tokens
+        return not self.flight or (self.used + cost <= self.budget and
+                                   (self.count_cap is None or len(self.flight) < self.count_cap))
+
+    def add(self, request: GenRequest, urgent: bool) -> None:
+        cost = 0 if urgent else len(request.input_ids) + request.params.max_tokens
+        rank = -1 if urgent else next(self.engine._order)
+        self.flight[request.key] = (self.engine._submit(request, self.events, rank), cost)
+        self.used += cost
+
+    def abort(self, keys: list[int]) -> None:
+        for key in keys:
+            if (got := self.flight.pop(key, None)) is not None:
+                got[0].cancel()          # cancelling the task makes SGLang abort the request
+                self.used -= got[1]
+
+    def busy(self) -> bool:
+        return bool(self.flight)
+
+    def step(self, feed: Feed) -> Iterator[GenResult | Tokens]:
+        for kind, key, value in drain(self.events, self.wait_s):
+            if key not in self.flight:
+                continue                        # cancelled meanwhile
+            if kind == "tokens":
+                choice, ids, entries = value
+                yield Tokens(key, ids, choice, entries)
+                continue
+            self.used -= self.flight.pop(key)[1]
+            if value.cancelled():
+                continue
+            if (exc := value.exception()) is not None:
+                raise exc
+            yield value.result()
+
+    def close(self) -> None:
+        for fut, _ in self.flight.values():
+            fut.cancel()
+        self.flight.clear()
+
+
 class SGLangEngine:
     def __init__(self, model_path: Path, model_name: str, *, tp: int = 1, options: SglangSettings | None = None,
                  speculative: SpecConfig | None = None, factory: Callable[..., Any] | None = None) -> None:
@@ -168,68 +225,7 @@ class SGLangEngine:
                  cancel_epoch: Callable[[], int] | None = None) -> Iterator[GenResult]:
         """Urgent requests go to SGLang at once, past our in-flight budget; their tokens reach `on_tokens`
         as SGLang streams them. A request SGLang refuses comes back as a result with `error` set."""
-        events: queue.Queue = queue.Queue()
-        flight: dict[int, tuple[Future, int]] = {}
-        self._flight = flight
-        budget = self.options.in_flight_kv * self._capacity
-        count_cap = 2 * self._running_cap if self._running_cap else None
-        stream, used, waiting = iter(requests), 0, None
-        callbacks: dict[int, Callable[[list[int]], None]] = {}
-        flight_params: dict[int, SamplingParams] = {}    # urgent requests' params: what their tokens carry
-        epoch, swept = None, time.monotonic()
-        try:
-            while True:
-                for request in urgent() if urgent is not None else ():
-                    flight[request.key] = (self._submit(request, events, -1), 0)
-                    if request.on_tokens is not None:
-                        callbacks[request.key] = request.on_tokens
-                        flight_params[request.key] = request.params
-                while True:
-                    if waiting is None:
-                        waiting = next(stream, None)
-                    if waiting is None:
-                        break
-                    cost = len(waiting.input_ids) + waiting.params.max_tokens
-                    if flight and (used + cost > budget or (count_cap is not None and len(flight) >= count_cap)):
-                        break
-                    flight[waiting.key] = (self._submit(waiting, events, next(self._order)), cost)
-                    used += cost
-                    waiting = None
-                if not flight:
-                    return
-                got = drain(events, URGENT_POLL_S if urgent is not None else CANCEL_SWEEP_S)
-                for kind, key, value in got:
-                    if key not in flight:
-                        continue                        # cancelled meanwhile
-                    if kind == "tokens":
-                        if (cb := callbacks.get(key)) is not None:
-                            choice, ids, entries = value
-                            p = flight_params[key]
-                            if p.n > 1 or p.logprobs is not None:
-                                cb(ids, choice=choice, logprobs=entries)
-                            else:
-                                cb(ids)
-                        continue
-                    used -= flight.pop(key)[1]
-                    callbacks.pop(key, None)
-                    if value.cancelled():
-                        continue
-                    if (exc := value.exception()) is not None:
-                        raise exc
-                    yield value.result()
-                if cancelled is not None and flight:
-                    now = cancel_epoch() if cancel_epoch is not None else None
-                    due = now != epoch if now is not None else time.monotonic() - swept >= CANCEL_SWEEP_S
-                    if due:
-                        epoch, swept = now, time.monotonic()
-                        for k in [k for k in flight if cancelled(k)]:
-                            fut, cost = flight.pop(k)
-                            fut.cancel()          # cancelling the task makes SGLang abort the request
-                            used -= cost
-                            callbacks.pop(k, None)
-        finally:      # a stream ended early (an error, the worker stopping) leaves nothing running
-            for fut, _ in flight.values():
-                fut.cancel()
+        yield from drive(_SGLangCore(self, urgent is not None), requests, cancelled, urgent, cancel_epoch)
 
     def _submit(self, request: GenRequest, events: queue.Queue, seq: int) -> Future:
         """`seq`: the request's place in the plan (negative: interactive), its SGLang priority."""

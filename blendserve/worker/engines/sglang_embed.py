@@ -39,7 +39,6 @@ import asyncio
 import json
 import os
 import queue
-import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from functools import lru_cache
@@ -50,9 +49,10 @@ import numpy as np
 
 from blendserve.core.config import SglangSettings
 from blendserve.core.embedstore import normalizes, pooling
-from blendserve.protocol.embeddings import split
 from blendserve.worker.engines.base import EngineStats, GenRequest, device_profile
+from blendserve.worker.engines.driver import CoreDefaults, Feed, drive
 from blendserve.worker.engines.embed.engine import EmbedResult
+from blendserve.worker.engines.pooled import Pending
 from blendserve.worker.engines.sglang import (
     CANCEL_SWEEP_S,
     URGENT_POLL_S,
@@ -102,14 +102,84 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class _Pending:
-    """A request whose inputs are in SGLang: their futures while they run, their vectors once done."""
+class _Running(Pending):
+    """A request whose inputs are in SGLang: their futures while they run."""
 
-    def __init__(self, request: GenRequest, inputs: list[np.ndarray]) -> None:
-        self.request, self.inputs, self.left = request, inputs, len(inputs)
-        self.tokens = sum(len(x) for x in inputs)
-        self.futures: list[Future | None] = [None] * len(inputs)
-        self.vectors: list[np.ndarray | None] = [None] * len(inputs)
+    def __init__(self, request: GenRequest) -> None:
+        super().__init__(request)
+        self.futures: list[Future | None] = [None] * len(self.inputs)
+
+
+class _EmbedCore(CoreDefaults):
+    """One stream on SGLang's embedding mode: every input a task on the engine's loop, their tokens within
+    `in_flight_kv` KV pools (and at most twice the running cap of inputs) in flight."""
+
+    sweep_s = CANCEL_SWEEP_S
+
+    def __init__(self, engine: SGLangEmbeddingEngine, interactive: bool) -> None:
+        self.engine = engine
+        self.events: queue.Queue = queue.Queue()
+        self.pending: dict[int, _Running] = {}
+        self.budget = engine.options.in_flight_kv * engine._capacity
+        self.wait_s = URGENT_POLL_S if interactive else CANCEL_SWEEP_S
+
+    def fits(self, request: GenRequest) -> bool:
+        e = self.engine
+        return not self.pending or (e._tokens + len(request.input_ids) <= self.budget and
+                                    (e._count_cap is None or e._inputs < e._count_cap))
+
+    def add(self, request: GenRequest, urgent: bool) -> None:
+        """Every input of the request into SGLang, each as its own request, in input order."""
+        p = self.pending[request.key] = _Running(request)
+        for i, ids in enumerate(p.inputs):
+            fut = asyncio.run_coroutine_threadsafe(self.engine._embed(ids.tolist()), self.engine.loop)
+            p.futures[i] = fut
+            self.engine._inputs += 1
+            self.engine._tokens += len(ids)
+            fut.add_done_callback(lambda f, key=request.key, i=i: self.events.put((key, i, f)))
+
+    def abort(self, keys: list[int]) -> None:
+        for key in keys:
+            if (p := self.pending.pop(key, None)) is not None:
+                self._drop(p)
+
+    def busy(self) -> bool:
+        return bool(self.pending)
+
+    def step(self, feed: Feed) -> Iterator[EmbedResult]:
+        for key, i, fut in drain(self.events, self.wait_s):
+            p = self.pending.get(key)
+            if p is None or p.futures[i] is not fut:
+                continue                        # cancelled or refused meanwhile
+            self._finish(p, i)
+            if fut.cancelled():
+                continue
+            if isinstance(exc := fut.exception(), ValueError):     # SGLang's own checks of one input
+                self._drop(self.pending.pop(key))
+                yield p.refused(f"SGLang refused input {i} of the request: {exc}")
+                continue
+            if exc is not None:
+                raise exc
+            if (result := p.done(i, fut.result())) is not None:
+                del self.pending[key]
+                yield result
+
+    def close(self) -> None:
+        for p in self.pending.values():
+            self._drop(p)
+        self.pending.clear()
+
+    def _finish(self, p: _Running, i: int) -> None:
+        p.futures[i] = None
+        self.engine._inputs -= 1
+        self.engine._tokens -= len(p.inputs[i])
+
+    def _drop(self, p: _Running) -> None:
+        """Cancel the request's inputs still in SGLang (SGLang aborts each)."""
+        for i, fut in enumerate(p.futures):
+            if fut is not None:
+                self._finish(p, i)
+                fut.cancel()
 
 
 class SGLangEmbeddingEngine:
@@ -158,82 +228,7 @@ class SGLangEmbeddingEngine:
                  cancel_epoch: Callable[[], int] | None = None) -> Iterator[EmbedResult]:
         """Requests' inputs into SGLang in stream order while their tokens fit `in_flight_kv` KV pools;
         interactive requests at once. A request SGLang refuses comes back as a result with `error` set."""
-        events: queue.Queue = queue.Queue()
-        pending: dict[int, _Pending] = {}
-        budget = self.options.in_flight_kv * self._capacity
-        stream, waiting = iter(requests), None
-        epoch, swept = None, time.monotonic()
-        try:
-            while True:
-                for request in urgent() if urgent is not None else ():
-                    self._start(request, pending, events)
-                while True:
-                    if waiting is None:
-                        waiting = next(stream, None)
-                    if waiting is None:
-                        break
-                    cost = len(waiting.input_ids)
-                    if pending and (self._tokens + cost > budget or
-                                    (self._count_cap is not None and self._inputs >= self._count_cap)):
-                        break
-                    self._start(waiting, pending, events)
-                    waiting = None
-                if not pending:
-                    return
-                got = drain(events, URGENT_POLL_S if urgent is not None else CANCEL_SWEEP_S)
-                for key, i, fut in got:
-                    p = pending.get(key)
-                    if p is None or p.futures[i] is not fut:
-                        continue                        # cancelled or refused meanwhile
-                    self._finish(p, i)
-                    if fut.cancelled():
-                        continue
-                    if isinstance(exc := fut.exception(), ValueError):     # SGLang's own checks of one input
-                        self._drop(pending.pop(key))
-                        yield EmbedResult(key=key, output_ids=[], text="", finish_reason="stop",
-                                          prompt_tokens=p.tokens, cached_tokens=0,
-                                          error=f"SGLang refused input {i} of the request: {exc}")
-                        continue
-                    if exc is not None:
-                        raise exc
-                    p.vectors[i] = fut.result()
-                    p.left -= 1
-                    if p.left == 0:
-                        del pending[key]
-                        yield EmbedResult(key=key, output_ids=[], text="", finish_reason="stop",
-                                          prompt_tokens=p.tokens, cached_tokens=0, vectors=np.stack(p.vectors))
-                if cancelled is not None and pending:
-                    now = cancel_epoch() if cancel_epoch is not None else None
-                    if now != epoch if now is not None else time.monotonic() - swept >= CANCEL_SWEEP_S:
-                        epoch, swept = now, time.monotonic()
-                        for k in [k for k in pending if cancelled(k)]:
-                            self._drop(pending.pop(k))
-        finally:      # a stream ended early (an error, the worker stopping) leaves nothing running
-            for p in pending.values():
-                self._drop(p)
-
-    def _start(self, request: GenRequest, pending: dict[int, _Pending], events: queue.Queue) -> None:
-        """Every input of the request into SGLang, each as its own request, in input order."""
-        p = _Pending(request, split(request.input_ids))
-        pending[request.key] = p
-        for i, ids in enumerate(p.inputs):
-            fut = asyncio.run_coroutine_threadsafe(self._embed(ids.tolist()), self.loop)
-            p.futures[i] = fut
-            self._inputs += 1
-            self._tokens += len(ids)
-            fut.add_done_callback(lambda f, key=request.key, i=i: events.put((key, i, f)))
-
-    def _finish(self, p: _Pending, i: int) -> None:
-        p.futures[i] = None
-        self._inputs -= 1
-        self._tokens -= len(p.inputs[i])
-
-    def _drop(self, p: _Pending) -> None:
-        """Cancel the request's inputs still in SGLang (SGLang aborts each)."""
-        for i, fut in enumerate(p.futures):
-            if fut is not None:
-                self._finish(p, i)
-                fut.cancel()
+        yield from drive(_EmbedCore(self, urgent is not None), requests, cancelled, urgent, cancel_epoch)
 
     async def _embed(self, ids: list[int]) -> np.ndarray:
         from sglang.srt.managers.io_struct import EmbeddingReqInput

@@ -30,13 +30,14 @@ module unless it is a package's ``__main__`` (``python -m blendserve``,
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from blendserve.core.config import VLLM_CPU_DEFAULTS, SpeculativeSettings, VllmSettings
 from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult, TokenLogprob, device_profile
+from blendserve.worker.engines.driver import CoreDefaults, Feed, Tokens, drive
 from blendserve.worker.engines.logprobs import TokenNames
 from blendserve.worker.engines.speculative import SpecConfig
 from blendserve.worker.engines.vllm_args import nucleus
@@ -129,20 +130,87 @@ def resolved(vllm_config) -> dict:
             "enforce_eager": bool(vllm_config.model_config.enforce_eager)}
 
 
-class VllmEngine:
-    """One model on vLLM's LLMEngine, fed lazily in plan order."""
+class _VllmCore(CoreDefaults):
+    """One stream on vLLM: requests by their vLLM id; the cap is vLLM's running cap plus a short queue."""
 
-    def __init__(self, model_path: Path, model_name: str, options: VllmOptions | None = None) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    def __init__(self, engine: VllmEngine) -> None:
+        self.engine = engine
+        self.running: dict[str, GenRequest] = {}
+        engine._running = self.running
+        self.sent: dict[str, dict[int, int]] = {}       # streamed request id -> choice -> tokens handed out
+        self.cap = engine.resolved["max_num_seqs"] + engine.options.queued
+
+    def room(self) -> bool:
+        return len(self.running) < self.cap
+
+    def add(self, request: GenRequest, urgent: bool) -> None:
+        rid = self.engine._add(request, URGENT if urgent else 0)
+        self.running[rid] = request
+        if urgent:
+            self.sent[rid] = {}
+
+    def abort(self, keys: list[int]) -> None:
+        gone = [rid for rid in map(str, keys) if rid in self.running]
+        if gone:
+            self.engine._engine.abort_request(gone)
+            for rid in gone:
+                del self.running[rid]
+                self.sent.pop(rid, None)
+
+    def busy(self) -> bool:
+        return bool(self.running)
+
+    def step(self, feed: Feed) -> Iterator[GenResult | Tokens]:
+        for out in self.engine._engine.step():
+            request = self.running.get(out.request_id)
+            if request is None:
+                continue
+            if out.request_id in self.sent:
+                yield from self.engine._deltas(request, out, self.sent[out.request_id])
+            if out.finished:
+                del self.running[out.request_id]
+                self.sent.pop(out.request_id, None)
+                yield self.engine._result(request, out)
+
+    def close(self) -> None:
+        if self.running and self.engine._engine is not None:
+            self.engine._engine.abort_request(list(self.running))
+        self.running.clear()
+
+
+class VllmBase:
+    """What vLLM's generation and pooling engines share: the engine core built from engine arguments, the
+    device it runs on, and its shutdown."""
+
+    _engine: Any
+
+    def _start(self, args: dict) -> None:
         from vllm import EngineArgs, LLMEngine
 
-        self.model_name = model_name
-        self.options = options or VllmOptions.from_settings()
+        self._engine = LLMEngine.from_engine_args(EngineArgs(**args))
+
+    def hardware(self) -> str | None:
+        return device_profile()
+
+    def close(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.engine_core.shutdown()
+
+
+class VllmEngine(VllmBase):
+    """One model on vLLM's LLMEngine, fed lazily in plan order."""
+
+    def __init__(self, model_path: Path, model_name: str, options: VllmOptions) -> None:
+        """`options`: the service's vLLM settings (VllmOptions.from_settings); the worker's entry point sets
+        HF_HUB_OFFLINE, so vLLM never reaches for the Hub."""
         from vllm.config import StructuredOutputsConfig
 
+        self.model_name = model_name
+        self.options = options
         args = self.options.engine_args(Path(model_path), model_name)
         args["structured_outputs_config"] = StructuredOutputsConfig(**args["structured_outputs_config"])
-        self._engine = LLMEngine.from_engine_args(EngineArgs(**args))
+        self._start(args)
         cache = self._engine.vllm_config.cache_config
         self._capacity = int(cache.num_gpu_blocks) * int(cache.block_size)
         self.resolved = resolved(self._engine.vllm_config)
@@ -160,9 +228,6 @@ class VllmEngine:
         """Requests added to vLLM and not finished; KV use lives in vLLM's engine-core process: unknown here."""
         return EngineStats(len(self._running))
 
-    def hardware(self) -> str | None:
-        return device_profile()
-
     def step_token_budget(self) -> int:
         """vLLM V1 always chunks prefills and schedules them beside the running decodes, up to
         max_num_batched_tokens a step."""
@@ -173,44 +238,9 @@ class VllmEngine:
                  urgent: Callable[[], list[GenRequest]] | None = None,
                  cancel_epoch: Callable[[], int] | None = None) -> Iterator[GenResult]:
         """Urgent requests are added at once, past max_num_seqs of our feeding (vLLM's own scheduler then
-        runs them first-come among what it has, which this loop keeps short); their tokens stream out of
+        runs them first-come among what it has, which the driver keeps short); their tokens stream out of
         cumulative outputs."""
-        stream = iter(requests)
-        running: dict[str, GenRequest] = {}
-        self._running = running
-        sent: dict[str, int] = {}           # urgent request id -> tokens already handed to on_tokens
-        exhausted, seen_epoch = False, None
-        try:
-            while True:
-                for request in urgent() if urgent is not None else ():
-                    rid = self._add(request, URGENT)
-                    running[rid], sent[rid] = request, 0
-                while not exhausted and len(running) < self.resolved["max_num_seqs"] + self.options.queued:
-                    request = next(stream, None)
-                    if request is None:
-                        exhausted = True
-                    else:
-                        running[self._add(request)] = request
-                # Per-request checks only when the worker's cancel epoch moved (Engine.generate): 64 calls a
-                # step otherwise, for cancels that almost never come.
-                epoch = cancel_epoch() if cancel_epoch is not None else None
-                if cancelled is not None and (epoch is None or epoch != seen_epoch):
-                    dropped = [rid for rid, r in running.items() if cancelled(r.key)]
-                    seen_epoch = epoch
-                    if dropped:
-                        self._engine.abort_request(dropped)
-                        for rid in dropped:
-                            del running[rid]
-                if not running:
-                    return
-                for out in self._engine.step():
-                    if out.request_id in sent:
-                        self._stream(running[out.request_id], out, sent)
-                    if out.finished and out.request_id in running:
-                        yield self._result(running.pop(out.request_id), out)
-        finally:
-            if running:
-                self._engine.abort_request(list(running))
+        yield from drive(_VllmCore(self), requests, cancelled, urgent, cancel_epoch)
 
     def _add(self, request: GenRequest, priority: int = 0) -> str:
         from vllm import SamplingParams
@@ -247,22 +277,16 @@ class VllmEngine:
             out.append(self._names.entry(token, ranked[token].logprob, [(t, lp.logprob) for t, lp in top]))
         return out
 
-    def _stream(self, request: GenRequest, out, sent: dict) -> None:
-        """New tokens of an urgent request's choices (cumulative outputs) to its on_tokens."""
-        p = request.params
+    def _deltas(self, request: GenRequest, out, sent: dict[int, int]) -> list[Tokens]:
+        """New tokens of an urgent request's choices (cumulative outputs); `sent`: each choice's tokens
+        already handed out."""
+        deltas = []
         for completion in out.outputs:
-            key = (out.request_id, completion.index)
-            done = sent.get(key, 0) if completion.index else sent[out.request_id]
-            ids = list(completion.token_ids[done:])
-            if p.n > 1 or p.logprobs is not None:
-                request.on_tokens(ids, choice=completion.index,
-                                  logprobs=self._entries(completion, p.logprobs or 0, done))
-            else:
-                request.on_tokens(ids)
-            if completion.index:
-                sent[key] = len(completion.token_ids)
-            else:
-                sent[out.request_id] = len(completion.token_ids)
+            done = sent.get(completion.index, 0)
+            entries = self._entries(completion, request.params.logprobs or 0, done)
+            deltas.append(Tokens(request.key, list(completion.token_ids[done:]), completion.index, entries))
+            sent[completion.index] = len(completion.token_ids)
+        return deltas
 
     def _result(self, request: GenRequest, out) -> GenResult:
         first, *rest = [GenResult(
@@ -282,8 +306,3 @@ class VllmEngine:
     def reset_cache(self) -> None:
         """Drop every cached prefix (idle engine only): benchmarks compare runs from an empty cache."""
         self._engine.reset_prefix_cache()
-
-    def close(self) -> None:
-        engine, self._engine = self._engine, None
-        if engine is not None:
-            engine.engine_core.shutdown()

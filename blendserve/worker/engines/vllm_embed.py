@@ -12,40 +12,80 @@ computes there; vLLM's default dtype on a GPU.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-import numpy as np
-
-from blendserve.protocol.embeddings import split
-from blendserve.worker.engines.base import EngineStats, GenRequest, device_profile
+from blendserve.worker.engines.base import EngineStats, GenRequest
+from blendserve.worker.engines.driver import CoreDefaults, Feed, drive
 from blendserve.worker.engines.embed.engine import EmbedResult
-from blendserve.worker.engines.vllm import URGENT, VllmOptions
+from blendserve.worker.engines.pooled import Pending
+from blendserve.worker.engines.vllm import URGENT, VllmBase, VllmOptions
 
 
-class _Pending:
-    """A request whose inputs are in vLLM: their vectors as they finish."""
+class _EmbedCore(CoreDefaults):
+    """One stream on vLLM's pooling runner: every input a vLLM request ("key:i"), at most the running cap plus
+    the queue of them in vLLM."""
 
-    def __init__(self, request: GenRequest, inputs: list[np.ndarray]) -> None:
-        self.request, self.left = request, len(inputs)
-        self.tokens = sum(len(x) for x in inputs)
-        self.vectors: list[np.ndarray | None] = [None] * len(inputs)
+    def __init__(self, engine: VllmEmbeddingEngine) -> None:
+        self.engine = engine
+        self.pending: dict[str, Pending] = {}
+        self.cap = int(engine._engine.vllm_config.scheduler_config.max_num_seqs) + engine.options.queued
+
+    def room(self) -> bool:
+        return self.engine._in_flight < self.cap
+
+    def add(self, request: GenRequest, urgent: bool) -> None:
+        from vllm import PoolingParams
+
+        p = self.pending[str(request.key)] = Pending(request)
+        for i, ids in enumerate(p.inputs):
+            self.engine._engine.add_request(f"{request.key}:{i}", {"prompt_token_ids": ids.tolist()},
+                                            PoolingParams(task="embed"), priority=URGENT if urgent else 0)
+        self.engine._in_flight += len(p.inputs)
+
+    def abort(self, keys: list[int]) -> None:
+        for key in keys:
+            if (p := self.pending.pop(str(key), None)) is not None:
+                self._abort(p)
+
+    def busy(self) -> bool:
+        return bool(self.pending)
+
+    def step(self, feed: Feed) -> Iterator[EmbedResult]:
+        for out in self.engine._engine.step():
+            if not out.finished:
+                continue
+            key, i = out.request_id.rsplit(":", 1)
+            if (p := self.pending.get(key)) is None:
+                continue
+            self.engine._in_flight -= 1
+            if (result := p.done(int(i), out.outputs.data.float().numpy())) is not None:
+                del self.pending[key]
+                yield result
+
+    def close(self) -> None:
+        for p in self.pending.values():
+            self._abort(p)
+        self.pending.clear()
+
+    def _abort(self, p: Pending) -> None:
+        ids = [f"{p.request.key}:{i}" for i, v in enumerate(p.vectors) if v is None]
+        self.engine._in_flight -= len(ids)
+        if ids and self.engine._engine is not None:
+            self.engine._engine.abort_request(ids)
 
 
-class VllmEmbeddingEngine:
-    def __init__(self, model_path: Path, model_name: str, options: VllmOptions | None = None) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+class VllmEmbeddingEngine(VllmBase):
+    def __init__(self, model_path: Path, model_name: str, options: VllmOptions) -> None:
         import torch
-        from vllm import EngineArgs, LLMEngine
 
         self.model_name = model_name
-        self.options = options or VllmOptions.from_settings()
+        self.options = options
         args = {k: v for k, v in self.options.engine_args(Path(model_path), model_name).items()
                 if k not in ("logprobs_mode", "speculative_config", "enable_prefix_caching",
                              "structured_outputs_config")}
         args.update(runner="pooling", dtype=self.options.dtype or ("auto" if torch.cuda.is_available() else "float32"))
-        self._engine = LLMEngine.from_engine_args(EngineArgs(**args))
+        self._start(args)
         self._budget = int(self._engine.vllm_config.scheduler_config.max_num_batched_tokens)
         self._in_flight = 0
 
@@ -56,72 +96,10 @@ class VllmEmbeddingEngine:
     def step_token_budget(self) -> int:
         return self._budget
 
-    def hardware(self) -> str | None:
-        return device_profile()
-
     def stats(self) -> EngineStats:
         return EngineStats(running_sequences=self._in_flight, kv_used_tokens=0)
-
-    def close(self) -> None:
-        engine, self._engine = self._engine, None
-        if engine is not None:
-            engine.engine_core.shutdown()
-
-    def _add(self, request: GenRequest, pending: dict[str, _Pending], priority: int = 0) -> int:
-        """Every input of the request into vLLM (request ids "key:i"); returns how many."""
-        from vllm import PoolingParams
-
-        inputs = split(request.input_ids)
-        pending[str(request.key)] = _Pending(request, inputs)
-        for i, ids in enumerate(inputs):
-            self._engine.add_request(f"{request.key}:{i}", {"prompt_token_ids": ids.tolist()},
-                                     PoolingParams(task="embed"), priority=priority)
-        return len(inputs)
 
     def generate(self, requests: Iterable[GenRequest], cancelled: Callable[[int], bool] | None = None,
                  urgent: Callable[[], list[GenRequest]] | None = None,
                  cancel_epoch: Callable[[], int] | None = None) -> Iterator[EmbedResult]:
-        stream = iter(requests)
-        pending: dict[str, _Pending] = {}
-        cap = int(self._engine.vllm_config.scheduler_config.max_num_seqs) + self.options.queued
-        exhausted, seen_epoch = False, None
-        try:
-            while True:
-                for request in urgent() if urgent is not None else ():
-                    self._in_flight += self._add(request, pending, URGENT)
-                while not exhausted and self._in_flight < cap:
-                    request = next(stream, None)
-                    if request is None:
-                        exhausted = True
-                    else:
-                        self._in_flight += self._add(request, pending)
-                epoch = cancel_epoch() if cancel_epoch is not None else None
-                if cancelled is not None and (epoch is None or epoch != seen_epoch):
-                    seen_epoch = epoch
-                    for key in [k for k, p in pending.items() if cancelled(p.request.key)]:
-                        self._abort(pending.pop(key))
-                if not pending:
-                    return
-                for out in self._engine.step():
-                    if not out.finished:
-                        continue
-                    key, i = out.request_id.rsplit(":", 1)
-                    p = pending.get(key)
-                    if p is None:
-                        continue
-                    p.vectors[int(i)] = out.outputs.data.float().numpy()
-                    p.left -= 1
-                    self._in_flight -= 1
-                    if p.left == 0:
-                        del pending[key]
-                        yield EmbedResult(key=p.request.key, output_ids=[], text="", finish_reason="stop",
-                                          prompt_tokens=p.tokens, cached_tokens=0, vectors=np.stack(p.vectors))
-        finally:
-            for p in pending.values():
-                self._abort(p)
-
-    def _abort(self, p: _Pending) -> None:
-        ids = [f"{p.request.key}:{i}" for i, v in enumerate(p.vectors) if v is None]
-        self._in_flight -= len(ids)
-        if ids and self._engine is not None:
-            self._engine.abort_request(ids)
+        yield from drive(_EmbedCore(self), requests, cancelled, urgent, cancel_epoch)
