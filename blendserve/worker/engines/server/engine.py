@@ -33,15 +33,11 @@ SGLang's servers and router (blendserve/worker/engines/server/native.py).
 from __future__ import annotations
 
 import asyncio
-import heapq
 import itertools
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +45,12 @@ import httpx
 
 from blendserve.core.config import ServerEngineSettings
 from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult
+from blendserve.worker.engines.driver import drive
 from blendserve.worker.engines.logprobs import TokenNames
 from blendserve.worker.engines.server import native
-from blendserve.worker.engines.server.calls import Refused, Rejected, Unavailable, complete, stream
-from blendserve.worker.engines.server.discovery import NoModel, ServerInfo, discover, known
+from blendserve.worker.engines.server.calls import Unavailable, complete, stream
+from blendserve.worker.engines.server.core import FIRST_PROBE_S, ServerCore
+from blendserve.worker.engines.server.discovery import NoModel, ServerInfo, discover
 
 log = logging.getLogger("blendserve.worker.server")
 
@@ -62,7 +60,6 @@ DEFAULT_IN_FLIGHT = 256         # a server that publishes neither a running cap 
 # then bounded by the KV capacity, and by twice vLLM 0.32's largest default max_num_seqs (1024).
 UNPUBLISHED_CAP_CEILING = 2048
 DEFAULT_STEP_TOKENS = 2048      # vLLM and SGLang both mix prefill chunks with decodes; their usual step
-FIRST_PROBE_S = 0.5             # the back-off's first wait, doubling up to retry_max_s
 START_WAIT_S = 600.0            # how long a starting worker waits for its server (a large model loads slowly)
 
 
@@ -70,14 +67,6 @@ def base_url(url: str) -> str:
     """The server's root: /v1/completions, /health and /metrics hang off it (a trailing /v1 is dropped)."""
     url = url.rstrip("/")
     return url[:-3] if url.endswith("/v1") else url
-
-
-@dataclass
-class _Flight:
-    request: GenRequest
-    seq: int                        # plan order: the order requests were taken from the stream
-    cost: int                       # prompt + max_tokens, counted against the window (0: interactive)
-    future: Future
 
 
 class ServerEngine:
@@ -96,7 +85,7 @@ class ServerEngine:
         self.thread.start()
         self.client: httpx.AsyncClient = self._run(self._client())
         self.info = self._wait_for_server(START_WAIT_S)
-        self._flight: dict[int, _Flight] = {}
+        self._flight: dict = {}
         self._order = itertools.count()
         # Whether the server answers, kept across streams: a stream that ends while it is down (nothing left
         # to hold) leaves the next one to probe first, at the back-off's pace, rather than send.
@@ -147,136 +136,7 @@ class ServerEngine:
                  cancelled: Callable[[int], bool] | None = None,
                  urgent: Callable[[], list[GenRequest]] | None = None,
                  cancel_epoch: Callable[[], int] | None = None) -> Iterator[GenResult]:
-        source = iter(requests)
-        flight: dict[int, _Flight] = {}
-        self._flight = flight
-        done: queue.Queue[tuple[int, Future]] = queue.Queue()
-        again: list[tuple[int, int, GenRequest]] = []   # (seq, key, request) handed back by a lost server
-        streamed: dict[int, dict[int, int]] = {}        # interactive key -> choice -> tokens its caller has
-        waiting: GenRequest | None = None               # taken from the stream; the window had no room yet
-        exhausted, rejected = False, None
-        used, batch_in_flight = 0, 0
-        probe: Future | None = None
-        if self._up:
-            self._probe_at = time.monotonic() + self.settings.health_interval_s
-        seen_epoch, checked_at = None, 0.0
-
-        def send(request: GenRequest, seq: int) -> None:
-            nonlocal used, batch_in_flight
-            cost = 0 if request.on_tokens is not None or request.key < 0 else \
-                len(request.input_ids) + request.params.max_tokens
-            fut = asyncio.run_coroutine_threadsafe(self._one(request, streamed, seq), self.loop)
-            flight[request.key] = _Flight(request, seq, cost, fut)
-            used += cost
-            batch_in_flight += cost > 0
-            fut.add_done_callback(lambda f, key=request.key: done.put((key, f)))
-
-        def land(key: int) -> _Flight:
-            nonlocal used, batch_in_flight
-            f = flight.pop(key)
-            used -= f.cost
-            batch_in_flight -= f.cost > 0
-            return f
-
-        def fits(request: GenRequest) -> bool:
-            cost = len(request.input_ids) + request.params.max_tokens
-            return batch_in_flight == 0 or (used + cost <= self.settings.in_flight_kv * self.kv_capacity_tokens()
-                                            and batch_in_flight < self.max_in_flight())
-
-        def hand_back(f: _Flight) -> None:
-            heapq.heappush(again, (f.seq, f.request.key, f.request))
-
-        try:
-            while True:
-                for request in urgent() if urgent is not None else ():
-                    seq = -next(self._order) - 1            # ahead of every batch request if handed back
-                    if self._up:
-                        send(request, seq)
-                    else:
-                        heapq.heappush(again, (seq, request.key, request))
-                if self._up:
-                    while again and (again[0][0] < 0 or fits(again[0][2])):
-                        seq, _, request = heapq.heappop(again)
-                        send(request, seq)
-                    while not again:
-                        if waiting is None and not exhausted and rejected is None:
-                            waiting = next(source, None)
-                            exhausted = waiting is None
-                        if waiting is None or not fits(waiting):
-                            break
-                        send(waiting, next(self._order))
-                        waiting = None
-                if cancelled is not None:
-                    epoch = cancel_epoch() if cancel_epoch is not None else None
-                    now = time.monotonic()
-                    if (epoch is None and now - checked_at > 0.2) or (epoch is not None and epoch != seen_epoch):
-                        for key in [k for k in flight if cancelled(k)]:
-                            land(key).future.cancel()       # closes the connection: the server aborts it
-                        if again:
-                            again = [a for a in again if not cancelled(a[1])]
-                            heapq.heapify(again)
-                        if waiting is not None and cancelled(waiting.key):
-                            waiting = None
-                        seen_epoch, checked_at = epoch, now
-                # A probe: of a server that is down (until it answers), or of one that runs our requests.
-                now = time.monotonic()
-                if probe is None and now >= self._probe_at and (not self._up or flight):
-                    probe = asyncio.run_coroutine_threadsafe(self._probe(refresh=not self._up), self.loop)
-                if probe is not None and probe.done():
-                    ok = probe.exception() is None
-                    if ok and not self._up:
-                        self.info = known(probe.result(), self.info)
-                        log.info("the server at %s answers again; sending the %d request(s) it lost",
-                                 self.url, len(again))
-                    elif not ok and self._up:
-                        log.warning("the server at %s does not answer its health probe (%s); handing back the %d "
-                                    "request(s) in flight", self.url, probe.exception(), len(flight))
-                        for key in list(flight):
-                            f = land(key)
-                            f.future.cancel()
-                            hand_back(f)
-                    self._up, probe = ok, None
-                    self._backoff = FIRST_PROBE_S if ok else min(self._backoff * 2, self.settings.retry_max_s)
-                    self._probe_at = now + (self.settings.health_interval_s if ok else self._backoff)
-                if not flight and not again and waiting is None and \
-                        (exhausted or rejected is not None or (not self._up and probe is None)):
-                    break           # all done; or the server is down and nothing is held: the worker idles
-                try:
-                    events = [done.get(timeout=0.01 if urgent is not None or not self._up else 0.1)]
-                except queue.Empty:
-                    continue
-                while not done.empty():
-                    events.append(done.get_nowait())
-                for key, fut in events:
-                    f = flight.get(key)
-                    if f is None or f.future is not fut:
-                        continue                            # cancelled, or handed back and sent again
-                    land(key)
-                    error = fut.exception()
-                    if error is None:
-                        streamed.pop(key, None)
-                        yield fut.result()
-                    elif isinstance(error, Refused):        # the server's answer about this request alone
-                        streamed.pop(key, None)
-                        log.warning("the server refused request %d: %s", key, error)
-                        yield GenResult(key, [], "", "stop", len(f.request.input_ids), 0, error=str(error))
-                    elif isinstance(error, Unavailable):
-                        hand_back(f)
-                        if self._up:
-                            log.warning("lost the server at %s (%s); %d request(s) wait for it, none charged",
-                                        self.url, error, len(flight) + len(again))
-                            self._up, self._backoff = False, FIRST_PROBE_S
-                            self._probe_at = time.monotonic() + FIRST_PROBE_S
-                    else:
-                        log.warning("the server failed on request %d: %s", key, error)
-                        rejected = rejected or error
-            if rejected is not None:
-                raise rejected if isinstance(rejected, Rejected) else Rejected(str(rejected))
-        finally:            # a stream ended early (an error, the worker stopping) leaves nothing running
-            for f in flight.values():
-                f.future.cancel()
-            if probe is not None:
-                probe.cancel()
+        yield from drive(ServerCore(self, urgent is not None), requests, cancelled, urgent, cancel_epoch)
 
     # -- the event loop's side ---------------------------------------------------------------------
 
