@@ -46,43 +46,48 @@ class Upload:
     complete: bool = False     # the closing boundary arrived (a cut-off body must not store a partial file)
 
 
-async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: AtomicWriter, limit: int,
-                         quota_left: int | None = None, over_quota: Callable[[], Exception] | None = None) -> Upload:
-    """Parse the form, writing the `file` part to `writer`; other parts become text fields. Past `limit` bytes
-    of file a 413; past `quota_left` (the tenant's stored-bytes quota) the error `over_quota` makes."""
-    ctype, params = parse_options_header(content_type)
-    if ctype != b"multipart/form-data" or b"boundary" not in params:
-        raise APIError(400, "Expected a multipart/form-data body with 'file' and 'purpose'.", code="invalid_request")
-    up = Upload()
-    part: dict = {}
-    n_parts = 0
+class _Form:
+    """multipart's callbacks for one body: the `file` part streams to the writer, counted and bounded; other
+    parts are buffered as text fields, each bounded, as are the parts' number and headers."""
 
-    def on_part_begin() -> None:
-        nonlocal n_parts
-        n_parts += 1
-        if n_parts > _MAX_FIELDS + 1:
+    def __init__(self, up: Upload, writer: AtomicWriter, limit: int, quota_left: int | None,
+                 over_quota: Callable[[], Exception] | None) -> None:
+        self.up, self.writer, self.limit, self.quota_left, self.over_quota = up, writer, limit, quota_left, over_quota
+        self.part: dict = {}
+        self.n_parts = 0
+
+    def callbacks(self) -> dict[str, Callable]:
+        return {"on_part_begin": self.on_part_begin, "on_header_field": self.on_header_field,
+                "on_header_value": self.on_header_value, "on_header_end": self.on_header_end,
+                "on_headers_finished": self.on_headers_finished, "on_part_data": self.on_part_data,
+                "on_part_end": self.on_part_end, "on_end": lambda: setattr(self.up, "complete", True)}
+
+    def on_part_begin(self) -> None:
+        self.n_parts += 1
+        if self.n_parts > _MAX_FIELDS + 1:
             raise _bad(f"The form has more than {_MAX_FIELDS + 1} parts.")
-        part.clear()
-        part.update(headers={}, name=None, buf=bytearray(), header_field=b"", header_value=b"", header_bytes=0)
+        self.part = {"headers": {}, "name": None, "buf": bytearray(), "header_field": b"", "header_value": b"",
+                     "header_bytes": 0}
 
-    def _header_bytes(n: int) -> None:
-        part["header_bytes"] += n
-        if part["header_bytes"] > _MAX_HEADERS:
+    def _header_bytes(self, n: int) -> None:
+        self.part["header_bytes"] += n
+        if self.part["header_bytes"] > _MAX_HEADERS:
             raise _bad(f"A form part has more than {_MAX_HEADERS} bytes of headers.")
 
-    def on_header_field(data: bytes, start: int, end: int) -> None:
-        _header_bytes(end - start)
-        part["header_field"] += data[start:end]
+    def on_header_field(self, data: bytes, start: int, end: int) -> None:
+        self._header_bytes(end - start)
+        self.part["header_field"] += data[start:end]
 
-    def on_header_value(data: bytes, start: int, end: int) -> None:
-        _header_bytes(end - start)
-        part["header_value"] += data[start:end]
+    def on_header_value(self, data: bytes, start: int, end: int) -> None:
+        self._header_bytes(end - start)
+        self.part["header_value"] += data[start:end]
 
-    def on_header_end() -> None:
-        part["headers"][part["header_field"].lower()] = part["header_value"]
-        part["header_field"], part["header_value"] = b"", b""
+    def on_header_end(self) -> None:
+        self.part["headers"][self.part["header_field"].lower()] = self.part["header_value"]
+        self.part["header_field"], self.part["header_value"] = b"", b""
 
-    def on_headers_finished() -> None:
+    def on_headers_finished(self) -> None:
+        part, up = self.part, self.up
         _, disp = parse_options_header(part["headers"].get(b"content-disposition", b""))
         part["name"] = disp.get(b"name", b"").decode(errors="replace")
         if part["name"] == "file":
@@ -92,32 +97,38 @@ async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: 
         elif part["name"] in up.fields:
             raise _bad(f"The form field '{part['name'][:64]}' appears twice.", part["name"][:64])
 
-    def on_part_data(data: bytes, start: int, end: int) -> None:
-        if part["name"] == "file":
-            up.size += end - start
-            if up.size > limit:
-                raise APIError(413, f"File is larger than the limit of {limit} bytes.", param="file",
-                               code="file_too_large")
-            if quota_left is not None and up.size > quota_left and over_quota is not None:
-                raise over_quota()
-            writer.write(data[start:end])
-            if end > start:
-                up.lines += data.count(b"\n", start, end)
-                up.last = data[end - 1:end]
-        else:
+    def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        part, up = self.part, self.up
+        if part["name"] != "file":
             part["buf"] += data[start:end]
             if len(part["buf"]) > _MAX_FIELD:
                 raise _bad(f"Form field '{part['name'][:64]}' is longer than {_MAX_FIELD} bytes.", part["name"][:64])
+            return
+        up.size += end - start
+        if up.size > self.limit:
+            raise APIError(413, f"File is larger than the limit of {self.limit} bytes.", param="file",
+                           code="file_too_large")
+        if self.quota_left is not None and up.size > self.quota_left and self.over_quota is not None:
+            raise self.over_quota()
+        self.writer.write(data[start:end])
+        if end > start:
+            up.lines += data.count(b"\n", start, end)
+            up.last = data[end - 1:end]
 
-    def on_part_end() -> None:
-        if part["name"] and part["name"] != "file":
-            up.fields[part["name"]] = part["buf"].decode(errors="replace")
+    def on_part_end(self) -> None:
+        if self.part["name"] and self.part["name"] != "file":
+            self.up.fields[self.part["name"]] = self.part["buf"].decode(errors="replace")
 
-    parser = MultipartParser(params[b"boundary"], {
-        "on_part_begin": on_part_begin, "on_header_field": on_header_field, "on_header_value": on_header_value,
-        "on_header_end": on_header_end, "on_headers_finished": on_headers_finished,
-        "on_part_data": on_part_data, "on_part_end": on_part_end, "on_end": lambda: setattr(up, "complete", True),
-    })
+
+async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: AtomicWriter, limit: int,
+                         quota_left: int | None = None, over_quota: Callable[[], Exception] | None = None) -> Upload:
+    """Parse the form, writing the `file` part to `writer`; other parts become text fields. Past `limit` bytes
+    of file a 413; past `quota_left` (the tenant's stored-bytes quota) the error `over_quota` makes."""
+    ctype, params = parse_options_header(content_type)
+    if ctype != b"multipart/form-data" or b"boundary" not in params:
+        raise APIError(400, "Expected a multipart/form-data body with 'file' and 'purpose'.", code="invalid_request")
+    up = Upload()
+    parser = MultipartParser(params[b"boundary"], _Form(up, writer, limit, quota_left, over_quota).callbacks())
     try:
         async for chunk in body:
             parser.write(chunk)
