@@ -112,10 +112,12 @@ class Deployment:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
         for name in list(self.procs):
+            p = self.procs.pop(name)
             try:
-                self.procs.pop(name).wait(20)
-            except subprocess.TimeoutExpired:
-                pass
+                p.wait(20)
+            except subprocess.TimeoutExpired:     # stuck before its signal handler runs: leave no orphan behind
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(10)
 
     def start_serve(self, name: str = "serve", *extra: str) -> subprocess.Popen:
         """`blendserve serve` (API + scheduler + worker under one supervisor) as one process."""
