@@ -27,6 +27,7 @@ import torch
 from blendserve.core.embedstore import normalizes, pooling
 from blendserve.protocol.embeddings import split
 from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult, device_profile
+from blendserve.worker.engines.driver import CoreDefaults, Feed, drive
 from blendserve.worker.engines.threads import DEFAULT_THREADS, one_thread
 
 # Tokens of requests one step takes from the stream: the window sorted by length. Larger windows pad less;
@@ -137,27 +138,39 @@ class EmbeddingEngine:
         """Steps of up to step_tokens tokens each, requests admitted in stream order; interactive ones first
         and between sub-batches. A request cancelled before its step runs is dropped without a result."""
         torch.set_num_threads(self.threads)
-        it = iter(requests)
-        exhausted = False
-        while True:
-            step = list(urgent()) if urgent is not None else []
-            tokens = sum(len(r.input_ids) for r in step)
-            while not exhausted and tokens < self.step_tokens:
-                try:
-                    r = next(it)
-                except StopIteration:
-                    exhausted = True
-                    break
-                step.append(r)
-                tokens += len(r.input_ids)
-            if cancelled is not None:
-                step = [r for r in step if not cancelled(r.key)]
-            if not step:
-                if exhausted:
-                    return
-                continue
-            self.running = len(step)
-            try:
-                yield from self._run(step, urgent)
-            finally:
-                self.running = 0
+        yield from drive(_EmbedCore(self), requests, cancelled, urgent, cancel_epoch)
+
+
+class _EmbedCore(CoreDefaults):
+    """One stream: the next step's requests gathered until their tokens reach the step budget."""
+
+    def __init__(self, engine: EmbeddingEngine) -> None:
+        self.engine = engine
+        self.step_requests: list[GenRequest] = []
+        self.tokens = 0
+
+    def room(self) -> bool:
+        return self.tokens < self.engine.step_tokens
+
+    def add(self, request: GenRequest, urgent: bool) -> None:
+        self.step_requests.append(request)
+        self.tokens += len(request.input_ids)
+
+    def abort(self, keys: list[int]) -> None:
+        gone = set(keys)
+        self.step_requests = [r for r in self.step_requests if r.key not in gone]
+        self.tokens = sum(len(r.input_ids) for r in self.step_requests)
+
+    def busy(self) -> bool:
+        return bool(self.step_requests)
+
+    def step(self, feed: Feed) -> Iterator[EmbedResult]:
+        step, self.step_requests, self.tokens = self.step_requests, [], 0
+        self.engine.running = len(step)
+        try:
+            yield from self.engine._run(step, feed.urgent if feed.interactive else None)
+        finally:
+            self.engine.running = 0
+
+    def close(self) -> None:
+        self.step_requests = []
