@@ -13,7 +13,7 @@ import time
 import pytest
 from sqlalchemy import func, select, update
 
-from blendserve.core.config import Settings
+from blendserve.core.config import EchoSettings, Settings
 from blendserve.core.db import make_engine, make_sessionmaker
 from blendserve.core.models import Batch, Chunk, File, Request
 from blendserve.migrations.upgrade import upgrade
@@ -38,7 +38,7 @@ def _until(cond, timeout: float) -> float:
 
 
 def test_the_echo_engine_asks_only_when_the_epoch_moved():
-    e = EchoEngine("m", tokens_per_s=20, prefill_tokens_per_s=1e9, max_running=8)
+    e = EchoEngine("m", tokens_per_s=20, prefill_tokens_per_s=1e9, max_running=8, config=EchoSettings())
     asked: list[int] = []
     gone: set[int] = set()
     epoch = [0]
@@ -122,7 +122,8 @@ def make_worker(tmp_path, backend):
                 s.add_all(Request(batch_id="batch_x", line=8 * c + k, custom_id=f"c{8 * c + k}", model="m", body={},
                                   prompt_ids=b"", prompt_tokens=0, max_tokens=2000, status="planned",
                                   chunk_id=chunk.id, position=k) for k in range(8))
-        echo = EchoEngine("m", tokens_per_s=50, prefill_tokens_per_s=1e9, max_running=max_running)
+        echo = EchoEngine("m", tokens_per_s=50, prefill_tokens_per_s=1e9, max_running=max_running,
+                          config=EchoSettings())
         svc = WorkerService(st, echo, "echo")
         stop = threading.Event()
         thread = threading.Thread(target=svc.run, args=(stop,), daemon=True)

@@ -8,6 +8,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from blendserve.core.config import CpuEngineSettings  # noqa: E402
 from blendserve.core.modelstore import build_tiny_model  # noqa: E402
 from blendserve.worker.engines.cpu import CpuEngine  # noqa: E402
 
@@ -19,4 +20,5 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def tiny_engine(tiny_model: Path) -> CpuEngine:
-    return CpuEngine(tiny_model, "tiny", max_running=4, threads=1, block_size=4, kv_capacity_tokens=4096)
+    return CpuEngine(tiny_model, "tiny", max_running=4, threads=1, block_size=4, kv_capacity_tokens=4096,
+                     config=CpuEngineSettings())

@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM
 
+from blendserve.core.config import CpuEngineSettings
 from blendserve.core.modelstore import load_tokenizer
 from blendserve.worker.engines.base import GenRequest, GenResult, SamplingParams
 from blendserve.worker.engines.cpu import CpuEngine
@@ -25,7 +26,7 @@ def prompts(n: int, base: int = 10) -> list[list[int]]:
 
 def engine(tiny_model: Path, **kw) -> CpuEngine:
     args = dict(max_running=4, threads=1, block_size=4, kv_capacity_tokens=4096, dtype=torch.float32)
-    return CpuEngine(tiny_model, "tiny", **{**args, **kw})
+    return CpuEngine(tiny_model, "tiny", config=CpuEngineSettings(), **{**args, **kw})
 
 
 def run(e: CpuEngine, requests: list[GenRequest]) -> dict[int, GenResult]:
@@ -244,7 +245,7 @@ def test_kv_pool_limits_admission(tiny_model: Path) -> None:
 
 def test_capacity_follows_the_memory_budget(tiny_model: Path, monkeypatch) -> None:
     monkeypatch.setenv("BLENDSERVE_CPU_KV_GB", "0.001")
-    e = CpuEngine(tiny_model, "tiny", threads=1, block_size=16)
+    e = CpuEngine(tiny_model, "tiny", threads=1, block_size=16, config=CpuEngineSettings())
     tokens = int(0.001 * 2**30) // e.model.kv_bytes_per_token()
     assert e.kv_capacity_tokens() == tokens // 16 * 16
     assert e.max_running == 256 and e.step_token_budget() == 1024
@@ -266,17 +267,18 @@ def test_smollm2_knows_paris(smollm2_checkpoint: Path) -> None:
 
     paris = GenRequest(0, chat("Complete the sentence: The capital of France is"),
                        SamplingParams(max_tokens=30, temperature=0.0))
-    result = next(CpuEngine(smollm2_checkpoint, "SmolLM2-135M-Instruct").generate([paris]))
+    result = next(CpuEngine(smollm2_checkpoint, "SmolLM2-135M-Instruct",
+                            config=CpuEngineSettings()).generate([paris]))
     assert "Paris" in result.text
     assert result.finish_reason == "stop"
 
-    e = CpuEngine(smollm2_checkpoint, "SmolLM2-135M-Instruct")
+    e = CpuEngine(smollm2_checkpoint, "SmolLM2-135M-Instruct", config=CpuEngineSettings())
     run(e, [GenRequest(1, chat("Say hello."), SamplingParams(max_tokens=4, temperature=0.0))])
     cached = run(e, [paris])[0]
     assert cached.cached_tokens > 0
     assert cached.text == result.text
 
-    chunked = CpuEngine(smollm2_checkpoint, "SmolLM2-135M-Instruct", step_tokens=7)
+    chunked = CpuEngine(smollm2_checkpoint, "SmolLM2-135M-Instruct", step_tokens=7, config=CpuEngineSettings())
     mixed = run(chunked, [GenRequest(2, chat("Count to ten."), SamplingParams(max_tokens=30, temperature=0.0)), paris])
     assert mixed[0].text == result.text
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+from blendserve.core.config import EchoSettings
 from blendserve.worker.engines.base import GenRequest, SamplingParams
 from blendserve.worker.engines.echo import BLOCK, EchoEngine
 
@@ -12,7 +13,8 @@ def _req(key: int, ids: list[int], n: int) -> GenRequest:
 
 
 def test_lengths_pace_and_prefix_hits():
-    e = EchoEngine("m", tokens_per_s=200, prefill_tokens_per_s=1e9, max_running=8, cache_tokens=10_000)
+    e = EchoEngine("m", tokens_per_s=200, prefill_tokens_per_s=1e9, max_running=8,
+                   cache_tokens=10_000, config=EchoSettings())
     shared = list(range(64))
     reqs = [_req(i, shared + [1000 + i] * 5, 20) for i in range(8)]
     t0 = time.monotonic()
@@ -27,7 +29,7 @@ def test_lengths_pace_and_prefix_hits():
 
 
 def test_running_cap_and_cancel():
-    e = EchoEngine("m", tokens_per_s=100, prefill_tokens_per_s=1e9, max_running=2)
+    e = EchoEngine("m", tokens_per_s=100, prefill_tokens_per_s=1e9, max_running=2, config=EchoSettings())
     pulled = []
 
     def feed():

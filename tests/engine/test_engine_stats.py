@@ -1,6 +1,7 @@
 """Engine.stats(): what the worker's heartbeat pushes (running sequences, KV tokens they hold), mid-stream and after."""
 from __future__ import annotations
 
+from blendserve.core.config import EchoSettings
 from blendserve.worker.engines.base import EngineStats, GenRequest, SamplingParams, engine_stats
 from blendserve.worker.engines.echo import EchoEngine
 
@@ -23,7 +24,7 @@ def test_cpu_engine_reports_its_running_batch(tiny_engine):
 
 
 def test_echo_engine_reports_and_unknown_engines_say_so():
-    e = EchoEngine("m", tokens_per_s=100, prefill_tokens_per_s=1e9, max_running=3)
+    e = EchoEngine("m", tokens_per_s=100, prefill_tokens_per_s=1e9, max_running=3, config=EchoSettings())
     it = e.generate(_reqs(5, prompt=8, out=10))
     next(it)
     mid = engine_stats(e)

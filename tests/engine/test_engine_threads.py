@@ -9,12 +9,14 @@ from pathlib import Path
 _THREADS_PROBE = """
 import os, sys, threading
 from pathlib import Path
+from blendserve.core.config import CpuEngineSettings
 from blendserve.worker.engines.base import GenRequest, SamplingParams
 from blendserve.worker.engines.cpu import CpuEngine
 def threads() -> int:
     return len(os.listdir("/proc/self/task"))
 before = threads()
-engine = CpuEngine(Path(sys.argv[1]), "tiny", threads=2, block_size=4, kv_capacity_tokens=4096)
+engine = CpuEngine(Path(sys.argv[1]), "tiny", threads=2, block_size=4, kv_capacity_tokens=4096,
+                   config=CpuEngineSettings())
 after_load = threads()
 out = []
 t = threading.Thread(

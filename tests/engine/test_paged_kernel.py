@@ -72,11 +72,14 @@ def test_kernel_rejects_what_it_cannot_read(kernel) -> None:
 
 
 def test_the_torch_path_can_be_chosen(tiny_model, monkeypatch) -> None:
+    from blendserve.core.config import CpuEngineSettings
     from blendserve.worker.engines.cpu import CpuEngine
 
-    assert CpuEngine(tiny_model, "tiny", threads=1, kv_capacity_tokens=64).decode_kernel is not None
+    assert CpuEngine(tiny_model, "tiny", threads=1, kv_capacity_tokens=64,
+                     config=CpuEngineSettings()).decode_kernel is not None
     monkeypatch.setenv("BLENDSERVE_CPU_NATIVE", "0")
-    assert CpuEngine(tiny_model, "tiny", threads=1, kv_capacity_tokens=64).decode_kernel is None
+    assert CpuEngine(tiny_model, "tiny", threads=1, kv_capacity_tokens=64,
+                     config=CpuEngineSettings()).decode_kernel is None
 
 
 

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from blendserve.core.config import CpuEngineSettings, Settings, SpeculativeSettings, VllmSettings
 from blendserve.core.modelstore import load_tokenizer
+from blendserve.worker.engines import load_engine
 from blendserve.worker.engines.base import GenRequest, GenResult, SamplingParams
 from blendserve.worker.engines.cpu import CpuEngine
 from blendserve.worker.engines.cpu.scheduler import Sequence
@@ -30,7 +32,7 @@ def prompts(n: int, base: int = 10) -> list[list[int]]:
 
 def engine(tiny_model: Path, spec: SpecConfig, **kw) -> CpuEngine:
     args = dict(max_running=4, threads=1, block_size=4, kv_capacity_tokens=4096, dtype=torch.float32)
-    return CpuEngine(tiny_model, "tiny", speculative=spec, **{**args, **kw})
+    return CpuEngine(tiny_model, "tiny", speculative=spec, config=CpuEngineSettings(), **{**args, **kw})
 
 
 def run(e: CpuEngine, requests: list[GenRequest]) -> dict[int, GenResult]:
@@ -89,24 +91,26 @@ def test_prompt_lookup_proposes_what_followed_the_latest_match() -> None:
 
 def test_switch_reads_the_environment_and_configures_vllm_and_sglang(monkeypatch) -> None:
     monkeypatch.delenv("BLENDSERVE_SPECULATIVE", raising=False)
-    assert not SpecConfig.from_settings().on
-    assert SpecConfig.from_settings().vllm() is None and SpecConfig.from_settings().sglang() == {}
+    assert not SpecConfig.from_settings(SpeculativeSettings()).on
+    assert SpecConfig.from_settings(SpeculativeSettings()).vllm() is None
+    assert SpecConfig.from_settings(SpeculativeSettings()).sglang() == {}
     monkeypatch.setenv("BLENDSERVE_SPECULATIVE", "ngram")
     monkeypatch.setenv("BLENDSERVE_SPEC_TOKENS", "5")
-    spec = SharedSpecConfig.from_settings()
+    spec = SharedSpecConfig.from_settings(SpeculativeSettings())
     assert spec.on and spec.tokens == 5
     assert spec.vllm() == {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 2,
                            "prompt_lookup_max": 3}
     assert spec.sglang() == {"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 5}
     from blendserve.worker.engines.vllm import VllmOptions  # vLLM itself is not needed to build its arguments
 
-    args = VllmOptions.from_settings().engine_args(Path("/m"), "m")
+    args = VllmOptions.from_settings(VllmSettings(), SpeculativeSettings()).engine_args(Path("/m"), "m")
     assert args["speculative_config"]["method"] == "ngram"
     monkeypatch.setenv("BLENDSERVE_SPECULATIVE", "off")
-    assert "speculative_config" not in VllmOptions.from_settings().engine_args(Path("/m"), "m")
+    off = VllmOptions.from_settings(VllmSettings(), SpeculativeSettings())
+    assert "speculative_config" not in off.engine_args(Path("/m"), "m")
     monkeypatch.setenv("BLENDSERVE_SPECULATIVE", "eagle")            # a typo fails at start, not silently
     with pytest.raises(ValueError, match="ngram"):
-        SpecConfig.from_settings()
+        SpecConfig.from_settings(SpeculativeSettings())
 
 
 def test_the_cpu_engine_speculates_by_default_in_small_steps_only(tiny_model: Path, monkeypatch) -> None:
@@ -114,10 +118,10 @@ def test_the_cpu_engine_speculates_by_default_in_small_steps_only(tiny_model: Pa
     when the deployment says so."""
     monkeypatch.delenv("BLENDSERVE_SPECULATIVE", raising=False)
     monkeypatch.delenv("BLENDSERVE_SPEC_MAX_RUNNING", raising=False)
-    e = CpuEngine(tiny_model, "tiny", threads=1, kv_capacity_tokens=256, dtype=torch.float32)
+    e = load_engine("cpu", tiny_model, "tiny", Settings(cpu=CpuEngineSettings(threads=1)))
     assert e.spec.on and e.spec.max_running == 4
     monkeypatch.setenv("BLENDSERVE_SPECULATIVE", "off")
-    assert not CpuEngine(tiny_model, "tiny", threads=1, kv_capacity_tokens=256, dtype=torch.float32).spec.on
+    assert not load_engine("cpu", tiny_model, "tiny", Settings()).spec.on
 
 
 def test_greedy_outputs_are_those_of_plain_decoding(tiny_model: Path) -> None:
@@ -137,7 +141,7 @@ def test_no_drafts_in_steps_of_more_sequences_than_the_limit(tiny_model: Path, m
     once two are left they draft again; every output still equals plain decoding's."""
     monkeypatch.setenv("BLENDSERVE_SPECULATIVE", "ngram")
     monkeypatch.setenv("BLENDSERVE_SPEC_MAX_RUNNING", "2")
-    spec = SharedSpecConfig.from_settings()
+    spec = SharedSpecConfig.from_settings(SpeculativeSettings())
     assert spec.max_running == 2
     requests = [GenRequest(i, p, SamplingParams(max_tokens=4 + 6 * i, temperature=0.0))
                 for i, p in enumerate(prompts(4))]
@@ -249,8 +253,10 @@ def test_smollm2_rewrite_accepts_most_drafts(smollm2_checkpoint: Path) -> None:
     chat = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
     request = GenRequest(0, tok(chat, add_special_tokens=False)["input_ids"],
                          SamplingParams(max_tokens=48, temperature=0.0, stop=("Lima",)))
-    plain = next(CpuEngine(smollm2_checkpoint, "m", dtype=torch.float32, speculative=OFF).generate([request]))
-    e = CpuEngine(smollm2_checkpoint, "m", dtype=torch.float32, speculative=SpecConfig("ngram"))
+    plain = next(CpuEngine(smollm2_checkpoint, "m", dtype=torch.float32, speculative=OFF,
+                           config=CpuEngineSettings()).generate([request]))
+    e = CpuEngine(smollm2_checkpoint, "m", dtype=torch.float32, speculative=SpecConfig("ngram"),
+                  config=CpuEngineSettings())
     e.step_log = []
     spec = next(e.generate([request]))
     assert (spec.output_ids, spec.text) == (plain.output_ids, plain.text)

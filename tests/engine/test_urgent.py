@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from blendserve.core.config import CpuEngineSettings
 from blendserve.worker.engines.base import GenRequest, SamplingParams
 from blendserve.worker.engines.cpu import CpuEngine
 from blendserve.worker.engines.speculative import SpecConfig
@@ -16,7 +17,7 @@ GREEDY = SamplingParams(max_tokens=16, temperature=0.0)
 
 def engine(tiny_model: Path, **kw) -> CpuEngine:
     args = dict(max_running=4, threads=1, block_size=4, kv_capacity_tokens=4096, dtype=torch.float32)
-    return CpuEngine(tiny_model, "tiny", **{**args, **kw})
+    return CpuEngine(tiny_model, "tiny", config=CpuEngineSettings(), **{**args, **kw})
 
 
 def prompt(i: int, n: int = 12) -> list[int]:

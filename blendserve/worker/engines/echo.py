@@ -107,10 +107,10 @@ class _EchoCore(CoreDefaults):
 class EchoEngine:
     def __init__(self, model_name: str, *, tokens_per_s: float | None = None,
                  prefill_tokens_per_s: float | None = None, max_running: int | None = None,
-                 cache_tokens: int | None = None, seed: int = 0,
-                 config: EchoSettings | None = None) -> None:
+                 cache_tokens: int | None = None, seed: int = 0, config: EchoSettings) -> None:
+        """`config`: the deployment's echo settings (BLENDSERVE_ECHO_*); a keyword given here wins over it."""
         self.model_name = model_name
-        cfg = config or EchoSettings()
+        cfg = config
         self.tokens_per_s = tokens_per_s or cfg.tokens_per_s
         self.prefill_tokens_per_s = prefill_tokens_per_s or cfg.prefill_tokens_per_s
         self.max_running = max_running or cfg.max_running

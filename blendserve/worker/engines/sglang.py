@@ -173,15 +173,16 @@ class _SGLangCore(CoreDefaults):
 
 
 class SGLangEngine:
-    def __init__(self, model_path: Path, model_name: str, *, tp: int = 1, options: SglangSettings | None = None,
+    def __init__(self, model_path: Path, model_name: str, *, options: SglangSettings, tp: int = 1,
                  speculative: SpecConfig | None = None, factory: Callable[..., Any] | None = None) -> None:
-        """`factory`: what builds the SGLang engine from keyword arguments (sglang.Engine)."""
+        """`options`: the deployment's SGLang settings; `speculative`: its speculation (None: off); `factory`:
+        what builds the SGLang engine from keyword arguments (sglang.Engine)."""
         if factory is None:
             import sglang
 
             factory = sglang.Engine
         self.model_name = model_name
-        self.options = options or SglangSettings()
+        self.options = options
         spec = speculative or SpecConfig()
         self.engine = launch(factory, engine_args(Path(model_path), self.options, tp=tp, spec=spec))
         self._capacity = int(scheduler_info(self.engine)["max_total_num_tokens"])

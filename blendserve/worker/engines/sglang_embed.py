@@ -183,9 +183,10 @@ class _EmbedCore(CoreDefaults):
 
 
 class SGLangEmbeddingEngine:
-    def __init__(self, model_path: Path, model_name: str, *, tp: int = 1, options: SglangSettings | None = None,
+    def __init__(self, model_path: Path, model_name: str, *, options: SglangSettings, tp: int = 1,
                  factory: Callable[..., Any] | None = None) -> None:
-        """`factory`: what builds the SGLang engine from keyword arguments (sglang.Engine)."""
+        """`options`: the deployment's SGLang settings; `factory`: what builds the SGLang engine from keyword
+        arguments (sglang.Engine)."""
         import torch
 
         if factory is None:
@@ -193,7 +194,7 @@ class SGLangEmbeddingEngine:
 
             factory = sglang.Engine
         self.model_name = model_name
-        self.options = options or SglangSettings()
+        self.options = options
         os.environ["SGLANG_EXTERNAL_MODEL_PACKAGE"] = MODEL_PACKAGE       # read by the spawned scheduler
         cuda = self.options.device in ("", "cuda") and torch.cuda.is_available()
         self.engine = launch(factory, embedding_args(Path(model_path), self.options, tp=tp, cuda=cuda))

@@ -33,12 +33,8 @@ class SpecConfig:
     max_running: int = 4
 
     @classmethod
-    def from_settings(cls, settings: SpeculativeSettings | None = None, default: str = "off") -> SpecConfig:
+    def from_settings(cls, settings: SpeculativeSettings, default: str = "off") -> SpecConfig:
         """The deployment's choice (BLENDSERVE_SPECULATIVE and BLENDSERVE_SPEC_*), ``default`` where unset."""
-        if settings is None:
-            from blendserve.core.config import SpeculativeSettings
-
-            settings = SpeculativeSettings()
         s = settings
         return cls(s.method or default, s.tokens, s.ngram_min, s.ngram_max, s.max_running)
 

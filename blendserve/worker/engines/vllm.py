@@ -84,14 +84,15 @@ class VllmOptions:
     speculative: SpecConfig = SpecConfig()
 
     @classmethod
-    def from_settings(cls, settings: VllmSettings | None = None, speculative: SpeculativeSettings | None = None,
+    def from_settings(cls, settings: VllmSettings, speculative: SpeculativeSettings | None = None,
                       gpu: bool | None = None) -> VllmOptions:
-        """`gpu`: whether vLLM runs on a GPU (None: whether torch sees one)."""
-        s = (settings or VllmSettings()).on_device(on_gpu() if gpu is None else gpu)
+        """`speculative`: the deployment's speculation (None: off, as for the pooling runner); `gpu`: whether
+        vLLM runs on a GPU (None: whether torch sees one)."""
+        s = settings.on_device(on_gpu() if gpu is None else gpu)
         return cls(max_num_seqs=s.max_num_seqs, block_size=s.block_size,
                    max_num_batched_tokens=s.max_num_batched_tokens, enforce_eager=s.enforce_eager,
                    dtype=s.dtype, num_blocks=s.num_blocks, queued=s.queued,
-                   speculative=SpecConfig.from_settings(speculative))
+                   speculative=SpecConfig.from_settings(speculative) if speculative is not None else SpecConfig())
 
     def engine_args(self, model_path: Path, model_name: str) -> dict:
         """Keyword arguments for vllm.EngineArgs (also the flags the benchmark gives run_batch)."""

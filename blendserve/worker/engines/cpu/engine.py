@@ -47,6 +47,9 @@ if TYPE_CHECKING:     # pydantic only where settings are read: the engine also r
     from blendserve.core.config import CpuEngineSettings
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+# Prompt lookup, on by default here, in steps of at most 4 sequences: measured faster on rewrite and chat
+# alike there (BENCHMARKS.md, speculative decoding); vLLM and SGLang stay off unless set.
+DEFAULT_SPEC = SpecConfig("ngram")
 
 
 
@@ -65,17 +68,14 @@ class CpuEngine:
         block_size: int | None = None,
         step_tokens: int | None = None,
         dtype: torch.dtype | None = None,
-        speculative: SpecConfig | None = None,
-        config: CpuEngineSettings | None = None,
+        speculative: SpecConfig = DEFAULT_SPEC,
+        config: CpuEngineSettings,
     ) -> None:
-        """Knobs left unset come from ``config`` (default: the BLENDSERVE_CPU_* settings).
+        """Knobs left unset come from ``config`` (the deployment's BLENDSERVE_CPU_* settings), speculation
+        from ``speculative`` (the worker passes BLENDSERVE_SPECULATIVE's choice, prompt lookup where unset).
 
         ``kv_capacity_tokens``, when given, sizes the pool in tokens instead of ``kv_gb``.
         """
-        if config is None:
-            from blendserve.core.config import CpuEngineSettings
-
-            config = CpuEngineSettings()
         cfg = config
         self.model_name = model_name
         self.threads = threads or cfg.threads or DEFAULT_THREADS
@@ -112,9 +112,7 @@ class CpuEngine:
         self.num_blocks = max(1, kv_capacity_tokens // self.block_size)
         self._fresh_cache()
         self.step_log: list[Step] | None = None   # set to [] to record every step (benchmarks, tests)
-        # On by default here, in steps of at most 4 sequences: measured faster on rewrite and chat
-        # alike there (BENCHMARKS.md, speculative decoding); vLLM and SGLang stay off unless set.
-        self.spec = speculative or SpecConfig.from_settings(default="ngram")
+        self.spec = speculative
         self.spec_stats = SpecStats()
         self.grammars: Grammars | None = None      # made at the first constrained request (xgrammar's vocab scan)
         self.names = TokenNames(self.tokenizer)
