@@ -63,7 +63,7 @@ def main() -> None:
     os.environ.pop("LD_PRELOAD", None)
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(args.kv_gib)
     model = smollm2_checkpoint(Settings())
-    options = VllmOptions.from_settings()
+    options = VllmOptions.from_settings(Settings().vllm)
     for name in args.files:
         rows = workload(args.requests, 0, **FILES[name])
         runs: list[WayRun] = []

@@ -111,7 +111,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     path = smollm2_checkpoint(Settings())
-    engine = CpuEngine(path, SMOLLM2)
+    engine = CpuEngine(path, SMOLLM2, config=Settings().cpu)
     caps = [int(c) for c in args.rush.split(",")] if args.rush else [engine.rush_tokens]
     modes = [("solo", caps[0])]
     modes += [("cut_in" if len(caps) == 1 else f"cut_in_rush{c}", c) for c in caps]

@@ -65,7 +65,7 @@ def shape(step: Step) -> dict:
 
 
 def timed_run(path: Path, reqs: list[GenRequest]) -> tuple[float, list[tuple[float, list[float], Step]]]:
-    engine = CpuEngine(path, SMOLLM2)
+    engine = CpuEngine(path, SMOLLM2, config=Settings().cpu)
     steps: list[tuple[float, list[float], Step]] = []
     run_step = engine._run
 

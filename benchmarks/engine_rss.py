@@ -26,11 +26,12 @@ def peak_rss(path: Path) -> dict:
     code = f"""
 import os, sys, json
 sys.path.insert(0, {str(Path.cwd())!r})
+from blendserve.core.config import CpuEngineSettings
 from blendserve.worker.engines.cpu import CpuEngine
 from blendserve.worker.engines.base import GenRequest, SamplingParams
 import random
 rng = random.Random(5)
-e = CpuEngine({str(path)!r}, "m")
+e = CpuEngine({str(path)!r}, "m", config=CpuEngineSettings())
 e.eos = set(); e.step_log = []
 def hwm():  # VmHWM, not ru_maxrss: the latter keeps the forking parent's peak across exec
     return int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]) / 1024

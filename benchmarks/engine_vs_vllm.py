@@ -43,10 +43,11 @@ def child(engine_name: str, sizes: list[int], runs: int, prompt: int, output: in
     path = smollm2_checkpoint(Settings())
     if engine_name == "cpu":
         from blendserve.worker.engines.cpu import CpuEngine
-        engine = CpuEngine(path, SMOLLM2)
+        engine = CpuEngine(path, SMOLLM2, config=Settings().cpu)
     else:
         from blendserve.worker.engines.vllm import VllmEngine, VllmOptions
-        engine = VllmEngine(path, SMOLLM2, dataclasses.replace(VllmOptions.from_settings(), max_num_seqs=max(sizes)))
+        options = VllmOptions.from_settings(Settings().vllm)
+        engine = VllmEngine(path, SMOLLM2, dataclasses.replace(options, max_num_seqs=max(sizes)))
     no_eos = tuple((t, -100.0) for t in eos_token_ids(path))
     rng = random.Random(seed)
 

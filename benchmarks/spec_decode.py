@@ -31,6 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
+from blendserve.core.config import CpuEngineSettings  # noqa: E402
 from blendserve.core.modelstore import ensure_checkpoint, load_tokenizer, smollm2_gguf_path  # noqa: E402
 from blendserve.worker.engines.base import GenRequest, SamplingParams  # noqa: E402
 from blendserve.worker.engines.cpu import CpuEngine, default_dtype  # noqa: E402
@@ -103,7 +104,8 @@ def requests_for(kind: str, n: int, max_tokens: int, tokenizer) -> list[GenReque
 
 def run_once(path: Path, requests: list[GenRequest], concurrency: int, spec: SpecConfig,
              dtype: torch.dtype | None) -> dict:
-    engine = CpuEngine(path, MODEL, max_running=concurrency, threads=1, speculative=spec, dtype=dtype)
+    engine = CpuEngine(path, MODEL, max_running=concurrency, threads=1, speculative=spec, dtype=dtype,
+                       config=CpuEngineSettings())
     engine.step_log = []
     t = time.perf_counter()
     results = {r.key: r.output_ids for r in engine.generate(requests)}

@@ -31,6 +31,7 @@ from pathlib import Path
 import jsonschema_rs
 
 from benchmarks.harness import tree_cpu_s
+from blendserve.core.config import CpuEngineSettings, VllmSettings
 from blendserve.core.modelstore import ensure_checkpoint, load_tokenizer, smollm2_gguf_path
 from blendserve.protocol.bodies import model_info, tokenize
 from blendserve.worker.engines.base import Engine, GenRequest
@@ -101,11 +102,11 @@ def main() -> None:
                            + ".jsonl")
     path = ensure_checkpoint(smollm2_gguf_path(), args.models)
     if args.engine == "vllm":
-        from blendserve.worker.engines.vllm import VllmEngine
+        from blendserve.worker.engines.vllm import VllmEngine, VllmOptions
 
-        engine: Engine = VllmEngine(path, "SmolLM2-135M-Instruct")
+        engine: Engine = VllmEngine(path, "SmolLM2-135M-Instruct", VllmOptions.from_settings(VllmSettings()))
     else:       # speculation off: constrained sequences do not draft, and the comparison is of the mask's cost
-        engine = CpuEngine(path, "SmolLM2-135M-Instruct", speculative=SpecConfig())
+        engine = CpuEngine(path, "SmolLM2-135M-Instruct", speculative=SpecConfig(), config=CpuEngineSettings())
     info = model_info("SmolLM2-135M-Instruct", path, load_tokenizer(path))
     file = lines(args.lines)
     bodies = [b for b, _ in file]

@@ -46,7 +46,7 @@ def timed_run(path: Path, reqs) -> tuple[float, list[list[float]]]:
     prefill requests, prefill tokens, decode requests, KV positions the step's sampled tokens attend to
     (from the engine core's per-step outputs: each request's prompt plus what it has generated), the
     model's own seconds (vLLM's iteration elapsed time: the forward pass and sampling, no scheduling)]."""
-    options = VllmOptions.from_settings()
+    options = VllmOptions.from_settings(Settings().vllm)
     traced = TracedOptions(**{f.name: getattr(options, f.name) for f in dataclasses.fields(options)})
     engine = VllmEngine(path, SMOLLM2, traced)
     core = engine._engine.engine_core

@@ -165,7 +165,7 @@ def main() -> None:
         build(args.file, args.seed) if args.file else \
         workload(args.requests, args.seed, subjects=args.subjects, exams=0.5, long=0.1, long_tokens=256,
                  chat_tokens=64)
-    options = VllmOptions.from_settings()
+    options = VllmOptions.from_settings(Settings().vllm)
     print(json.dumps({"options": asdict(options), "kv_gib": args.kv_gib, "requests": len(rows),
                       "file": str(args.input or args.file), "subjects": args.subjects}), flush=True)
     runs: list[WayRun] = []
