@@ -132,8 +132,9 @@ def predict(path: Path, model_dir: Path, output_tokens: float | None, hw: Hardwa
 
     w, bodies, errors = load(path, "/v1/chat/completions", SMOLLM2, model_dir)
     assert not errors, errors[:3]
-    lengths = sampled_lengths(w, bodies, model_dir, SMOLLM2, CPU_SAMPLE) if output_tokens is None else None
-    e = estimate(w, model_dir, "cpu", 1, output_tokens or 0.0, "sequential", hw, lengths)
+    cpu = Settings().cpu
+    lengths = sampled_lengths(w, bodies, model_dir, SMOLLM2, CPU_SAMPLE, cpu=cpu) if output_tokens is None else None
+    e = estimate(w, model_dir, "cpu", 1, output_tokens or 0.0, "sequential", hw, lengths, cpu=cpu)
     return e["policies"]["blendserve"]["expected"]["seconds"]
 
 

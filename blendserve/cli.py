@@ -5,6 +5,10 @@ then runs the API, the scheduler and a CPU worker per served model (SmolLM2, and
 all-MiniLM-L6-v2 for /v1/embeddings) as supervised child processes sharing one
 data dir (a role that dies is restarted).
 
+Settings are parsed once, here, and handed down: `serve` writes what it parsed
+to a settings file in the data dir and starts each role with `--settings FILE`,
+so a role (and a role restarted) runs with the settings `serve` started with.
+
 SIGTERM or SIGINT stops every role cleanly (the worker hands its unfinished
 work back, the scheduler releases its lease); a role still running after
 STOP_GRACE_S is killed, which loses nothing either (every role is crash-safe),
@@ -13,6 +17,7 @@ so `serve` always returns within about ten seconds.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -20,16 +25,18 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from pydantic import ValidationError
 
-from blendserve.core.config import PLANNERS, Settings, get_settings
+from blendserve.core.config import PLANNERS, Settings
 from blendserve.core.heap import freeze_startup_heap
 from blendserve.core.logs import configure as configure_logging
 
 log = logging.getLogger("blendserve")
 
 STOP_GRACE_S = 8.0
+SETTINGS_FILE = "serve-settings.json"   # in the data dir: what `serve` hands its roles (keys included: mode 0600)
 # Set for `serve` and its roles (and a worker started alone) unless already set: the progress bars and load
 # reports of the model libraries, which a role's one start line replaces.
 QUIET_START = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
@@ -39,33 +46,50 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="data directory (SQLite database, files, converted models); "
                                       "default ./blendserve-data or $BLENDSERVE_DATA_DIR")
     p.add_argument("--database-url", help="SQLAlchemy URL; default SQLite in the data dir")
+    p.add_argument("--settings", type=Path, help="a settings file (JSON, as `serve` writes for its roles) in "
+                                                 "place of the BLENDSERVE_* variables")
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    """CLI flags become BLENDSERVE_* variables, so child processes see the same settings."""
-    if args.data_dir:
-        os.environ["BLENDSERVE_DATA_DIR"] = os.path.abspath(args.data_dir)
-    if args.database_url:
-        os.environ["BLENDSERVE_DATABASE_URL"] = args.database_url
-    get_settings.cache_clear()
-    s = get_settings()
-    s.data_dir.mkdir(parents=True, exist_ok=True)
-    return s
+def load_settings(file: Path | None = None, data_dir: str | None = None, database_url: str | None = None) -> Settings:
+    """This process's settings, parsed once: a settings file, else the BLENDSERVE_* variables; the flags
+    win over both. An invalid value ends the command with its name (never its value: it may be a key)."""
+    flags: dict[str, object] = {}
+    if data_dir:
+        flags["data_dir"] = Path(os.path.abspath(data_dir))
+    if database_url:
+        flags["database_url"] = database_url
+    try:
+        if file is not None:
+            return Settings.model_validate({**json.loads(file.read_text()), **flags})
+        return Settings(**flags)
+    except ValidationError as e:
+        raise SystemExit(f"blendserve: invalid setting\n{e}") from None
+
+
+def write_settings(settings: Settings) -> Path:
+    """The settings file `serve` starts its roles with, readable by this user alone (it holds the keys)."""
+    path = settings.data_dir / SETTINGS_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(settings.model_dump_json())
+    os.replace(tmp, path)
+    return path
 
 
 def _host(settings: Settings, host: str) -> str:
     """The address to bind: loopback only without API keys (the API role's start line says so)."""
-    if not settings.api_key_list() and host not in ("127.0.0.1", "localhost", "::1"):
+    if not settings.api_keys and host not in ("127.0.0.1", "localhost", "::1"):
         return "127.0.0.1"
     return host
 
 
-def cmd_api(args: argparse.Namespace) -> int:
+def cmd_api(args: argparse.Namespace, s: Settings) -> int:
     import uvicorn
 
     from blendserve.api.app import create_app
 
-    s = _settings(args)
     host = _host(s, args.host)
     # In JSON mode uvicorn's own loggers go through the root handler (blendserve/core/logs.py) too. Its four start-up
     # lines say less than the role's one line below; a failure to bind is still logged (an error).
@@ -73,7 +97,7 @@ def cmd_api(args: argparse.Namespace) -> int:
     app = create_app(s)
     freeze_startup_heap()
     logging.getLogger("httpx").setLevel(logging.WARNING)     # one INFO line per chat passed to a worker
-    if s.api_key_list():
+    if s.api_keys:
         log.info("api listening on http://%s:%d/v1", host, args.port)
     else:
         log.warning("api listening on http://%s:%d/v1 without auth: no BLENDSERVE_API_KEYS set, so on %s only%s",
@@ -124,10 +148,9 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-def cmd_scheduler(args: argparse.Namespace) -> int:
+def cmd_scheduler(args: argparse.Namespace, s: Settings) -> int:
     from blendserve.scheduler.service import Scheduler
 
-    s = _settings(args)
     if args.planner:
         s.planner = args.planner
     code = 1
@@ -142,16 +165,13 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     return code
 
 
-def cmd_worker(args: argparse.Namespace) -> int:
+def cmd_worker(args: argparse.Namespace, s: Settings) -> int:
     for var, value in QUIET_START.items():      # a worker started alone says one line too (before the imports:
         os.environ.setdefault(var, value)       # transformers reads its verbosity when first imported)
-    from pathlib import Path
-
     from blendserve.core.served import model_paths
     from blendserve.worker.engines import load_engine
     from blendserve.worker.service import WorkerService
 
-    s = _settings(args)
     if args.tp:
         s.tp = args.tp
     if args.url:
@@ -191,32 +211,35 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return code
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def cmd_serve(args: argparse.Namespace, s: Settings) -> int:
+    # The conversion's progress bars and transformers' load reports (here and in the roles, which inherit
+    # them): the first-start line says what happens.
+    for var, value in QUIET_START.items():
+        os.environ.setdefault(var, value)
     from blendserve.core.embedstore import is_embedding_checkpoint
     from blendserve.core.served import first_start_work, model_paths
     from blendserve.migrations.upgrade import upgrade
     from blendserve.readiness import announce_when_ready, first_key
 
-    s = _settings(args)
+    if args.planner:
+        s.planner = args.planner
     host = _host(s, args.host)
-    upgrade(s.db_url)
+    upgrade(s.db_url, s)
     work = first_start_work(s)
-    # The conversion's progress bars and transformers' load reports: the first-start line says what happens.
-    for var, value in QUIET_START.items():
-        os.environ.setdefault(var, value)
     if work:
         print(f"blendserve: first start in {s.data_dir.resolve()}: {' and '.join(work)} (about half a minute)",
               file=sys.stderr)
     paths = model_paths(s)
     served = list(paths)
     base = [sys.executable, "-m", "blendserve", "--log-level", args.log_level]
+    given = ["--settings", str(write_settings(s))]       # every role runs with what was parsed here
     roles = {
-        "api": base + ["api", "--host", args.host, "--port", str(args.port)],     # it says where it binds
-        "scheduler": base + ["scheduler"] + (["--planner", args.planner] if args.planner else []),
-        "worker": base + ["worker", "--engine", "cpu"],
+        "api": base + ["api", *given, "--host", args.host, "--port", str(args.port)],     # it says where it binds
+        "scheduler": base + ["scheduler", *given],
+        "worker": base + ["worker", *given, "--engine", "cpu"],
     }
     for name in served[1:]:     # one CPU worker per served model (the default: all-MiniLM-L6-v2 beside SmolLM2)
-        roles[f"worker {name}"] = base + ["worker", "--engine", "cpu", "--model", name]
+        roles[f"worker {name}"] = base + ["worker", *given, "--engine", "cpu", "--model", name]
     stopping = threading.Event()
     _stop_on_signal(stopping)       # before the children exist: a stop now must not orphan them
     procs = {name: subprocess.Popen(cmd) for name, cmd in roles.items()}
@@ -231,6 +254,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 if not stopping.wait(1.0):
                     procs[name] = subprocess.Popen(roles[name])
     _stop_children(list(procs.values()))
+    (s.data_dir / SETTINGS_FILE).unlink(missing_ok=True)      # the keys it holds stay in the environment only
     return 0
 
 
@@ -267,22 +291,20 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["doctor"]:
         from blendserve.doctor import main as doctor
 
-        return doctor(argv[1:])
+        return doctor(argv[1:], load_settings())
     if argv[:1] == ["estimate"]:
         from blendserve.estimate import main as estimate
 
-        return estimate(argv[1:])
+        return estimate(argv[1:], load_settings())
     if argv[:1] and argv[0] in CLIENT_COMMANDS:
         from blendserve.client import main as client
 
-        return client(argv[0], argv[1:])
+        return client(argv[0], argv[1:], os.environ)
     args = parser().parse_args(argv)
-    try:
-        fmt = get_settings().log_format
-    except ValidationError as e:            # a bad BLENDSERVE_* value: say which, not a traceback
-        raise SystemExit(f"blendserve: invalid setting\n{e}") from None
-    configure_logging(args.log_level, fmt)
-    return args.fn(args)
+    settings = load_settings(args.settings, args.data_dir, args.database_url)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    configure_logging(args.log_level, settings.log_format)
+    return args.fn(args, settings)
 
 
 def parser() -> argparse.ArgumentParser:

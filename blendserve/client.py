@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
@@ -25,8 +25,7 @@ FINAL = ("completed", "failed", "expired", "cancelled")
 def _client(args: argparse.Namespace):
     from openai import OpenAI
 
-    return OpenAI(base_url=args.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL,
-                  api_key=args.api_key or os.environ.get("OPENAI_API_KEY") or "unused", max_retries=5)
+    return OpenAI(base_url=args.base_url, api_key=args.api_key, max_retries=5)
 
 
 def _tokens(batch) -> int:
@@ -156,10 +155,13 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(cmd: str, argv: list[str]) -> int:
+def main(cmd: str, argv: list[str], env: Mapping[str, str]) -> int:
+    """`blendserve submit|status|cancel`; ``env``: the entry point's environment, for the SDK's two variables."""
     p = argparse.ArgumentParser(prog=f"blendserve {cmd}", description=__doc__.split("\n")[0])
-    p.add_argument("--base-url", help=f"API base URL (default $OPENAI_BASE_URL, else {DEFAULT_BASE_URL})")
-    p.add_argument("--api-key", help="API key (default $OPENAI_API_KEY)")
+    p.add_argument("--base-url", default=env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL,
+                   help=f"API base URL (default $OPENAI_BASE_URL, else {DEFAULT_BASE_URL})")
+    p.add_argument("--api-key", default=env.get("OPENAI_API_KEY") or "unused",
+                   help="API key (default $OPENAI_API_KEY)")
     if cmd == "submit":
         p.add_argument("file", help="an OpenAI batch input file (JSONL)")
         p.add_argument("--endpoint", default="/v1/chat/completions")

@@ -24,6 +24,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from blendserve.core.config import Settings
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 GPU_ENGINES = ("sglang", "vllm")
@@ -63,7 +67,7 @@ class Probes:
     which: Callable[[str], str | None] = shutil.which
     run: Callable[[list[str]], tuple[int, str]] = _run
     libraries: Callable[[], str] = _ldconfig           # `ldconfig -p`: the loader's libraries
-    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    env: dict[str, str] = field(default_factory=dict)  # the environment (CUDA_HOME); `main` passes its own
 
 
 @dataclass
@@ -77,6 +81,9 @@ class Target:
     attention_backend: str = ""
     tp: int = 1
     before_install: bool = False   # only what the standard library can check: before pip installs anything
+    # The deployment's settings (models, data dir, database), parsed by `blendserve doctor`'s entry point;
+    # None before install, where nothing but the standard library may be imported.
+    settings: Settings | None = None
 
 
 # -- the system: Python, venv, compilers, libraries, the GPU ----------------------------------------------
@@ -202,28 +209,26 @@ def engine_import(t: Target, p: Probes) -> Check:
 
 def model_dir(t: Target) -> tuple[str, Path | None]:
     """(name, checkpoint dir) the worker would load; dir None for the default model not yet converted."""
-    from blendserve.core.config import SMOLLM2, get_settings
-    from blendserve.core.served import _configured
+    from blendserve.core.config import SMOLLM2
 
-    settings = get_settings()
-    configured = _configured(settings)
-    if t.model and t.model in configured:
-        return t.model, configured[t.model]
+    configured = t.settings.models if t.settings else {}
     if t.model:
-        return t.model, Path(t.model)
+        return t.model, configured.get(t.model, Path(t.model))
     if configured:
         name = next(iter(configured))
         return name, configured[name]
+    if t.settings is None:
+        return SMOLLM2, None
     from blendserve.core.modelstore import smollm2_gguf_path
 
-    path = settings.models_dir / smollm2_gguf_path().stem
+    path = t.settings.models_dir / smollm2_gguf_path().stem
     return SMOLLM2, path if (path / "config.json").is_file() else None
 
 
 def model(t: Target) -> Check:
     try:
         name, path = model_dir(t)
-    except Exception as e:            # noqa: BLE001 - a bad BLENDSERVE_MODELS is this check's failure
+    except Exception as e:            # noqa: BLE001 - no default model's package is this check's failure
         return Check("model", FAIL, str(e)[:300], "BLENDSERVE_MODELS=name=/path/to/checkpoint,...")
     if path is None:
         return Check("model", OK, f"{name}: converted from its package at the worker's first start")
@@ -255,9 +260,8 @@ def gpu_memory(t: Target, found: list[dict[str, str]] | None) -> Check:
         path = None
     if path is None or not path.is_dir():
         return Check("GPU memory", SKIP, "no checkpoint to size")
-    from blendserve.core.config import get_settings
-
-    fraction = get_settings().sglang.mem_fraction_static or 0.85 if t.engine == "sglang" else 0.9
+    configured = t.settings.sglang.mem_fraction_static if t.settings else None
+    fraction = configured or 0.85 if t.engine == "sglang" else 0.9
     free = min(int(g["free_mib"]) for g in found) * 2**20
     usable = fraction * min(int(g["total_mib"]) for g in found) * 2**20
     weights = weights_bytes(path) / max(1, t.tp)
@@ -271,12 +275,12 @@ def gpu_memory(t: Target, found: list[dict[str, str]] | None) -> Check:
 
 
 def database(t: Target) -> Check:
+    settings = t.settings
+    if settings is None:
+        return Check("database", SKIP, "no settings to find it by")
     try:
         import sqlalchemy as sa
 
-        from blendserve.core.config import get_settings
-
-        settings = get_settings()
         if not settings.database_url:
             settings.data_dir.mkdir(parents=True, exist_ok=True)     # every role creates it at start too
         engine = sa.create_engine(settings.db_url)
@@ -361,9 +365,9 @@ def table(rows: list[Check]) -> str:
     return "\n".join(lines)
 
 
-def target_from(args: argparse.Namespace) -> Target:
+def target_from(args: argparse.Namespace, settings: Settings | None = None) -> Target:
     """The target: the flags, the worker's own flags (--worker-args: `worker --engine ... --model ...`, as the
-    worker image's entry point passes them), then BLENDSERVE_* settings."""
+    worker image's entry point passes them), then the BLENDSERVE_* settings (all but before install)."""
     engine, model, url, tp = args.engine, args.model, args.url, args.tp
     if args.worker_args:
         w = argparse.ArgumentParser(add_help=False)
@@ -375,9 +379,10 @@ def target_from(args: argparse.Namespace) -> Target:
     t = Target(engine=engine or "cpu", python=args.python or sys.executable, model=model or "", url=url or "",
                tp=tp or 1, before_install=args.before_install)
     if not t.before_install:
-        from blendserve.core.config import get_settings
-
-        s = get_settings()
+        if settings is None:
+            raise SystemExit("blendserve doctor: the checks past --before-install need the deployment's settings; "
+                             "run `blendserve doctor`")
+        s = t.settings = settings
         if t.engine == "sglang":
             t.device, t.attention_backend = s.sglang.device, s.sglang.attention_backend
         t.url = t.url or s.server_engine.url
@@ -400,10 +405,12 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None, probes: Probes | None = None) -> int:
-    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
-    t = target_from(args)
-    rows = checks(t, probes)
+def main(argv: list[str], settings: Settings | None = None, probes: Probes | None = None) -> int:
+    """`blendserve doctor`: ``settings`` are the deployment's, parsed by blendserve/cli.py (None: before install
+    alone)."""
+    args = parser().parse_args(argv)
+    t = target_from(args, settings)
+    rows = checks(t, probes or Probes(env=dict(os.environ)))
     print(f"blendserve doctor: engine {t.engine}" + (" (before install)" if t.before_install else ""))
     print(table(rows))
     failed = [r.name for r in rows if r.status == FAIL]
@@ -412,4 +419,10 @@ def main(argv: list[str] | None = None, probes: Probes | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # `python3 -m blendserve.doctor --before-install` runs with the standard library alone; past that, the
+    # settings are parsed by the `blendserve` entry point.
+    if "--before-install" in sys.argv[1:]:
+        raise SystemExit(main(sys.argv[1:]))
+    from blendserve.cli import main as blendserve
+
+    raise SystemExit(blendserve(["doctor", *sys.argv[1:]]))

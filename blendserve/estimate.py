@@ -16,8 +16,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from blendserve.core.config import CpuEngineSettings, Settings
 
 POLICIES = ("fcfs", "dfs", "blendserve")
 CPU_SAMPLE = 16     # a 1% sample of a small file is one request; 16 cost seconds on a CPU
@@ -45,11 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _model(spec: str | None) -> tuple[str, Path]:
-    from blendserve.core.config import get_settings
+def _model(spec: str | None, settings: Settings) -> tuple[str, Path]:
     from blendserve.core.served import model_paths
 
-    paths = model_paths(get_settings())
+    paths = model_paths(settings)
     if spec is None:
         return next(iter(paths.items()))
     if spec in paths:
@@ -101,9 +104,11 @@ def load(file: Path, endpoint: str, name: str, path: Path):
         [r.body for r in valid], errors
 
 
-def sampled_lengths(w, bodies: list[dict], model_path: Path, name: str, count: int, seed: int = 0) -> np.ndarray:
-    """Every request's output length: observed for a warm-up sample run on the CPU engine, the planner's
-    per-subtree estimate for the rest. Each request runs with its own sampling parameters."""
+def sampled_lengths(w, bodies: list[dict], model_path: Path, name: str, count: int, seed: int = 0, *,
+                    cpu: CpuEngineSettings) -> np.ndarray:
+    """Every request's output length: observed for a warm-up sample run on the CPU engine (``cpu``: its
+    settings), the planner's per-subtree estimate for the rest. Each request runs with its own sampling
+    parameters."""
     from blendserve.planner import PrefixTree, estimate_output_lengths, warmup_sample
     from blendserve.worker.engines.base import GenRequest
     from blendserve.worker.engines.cpu import CpuEngine
@@ -111,7 +116,7 @@ def sampled_lengths(w, bodies: list[dict], model_path: Path, name: str, count: i
 
     tree = PrefixTree.build(w)
     sample = warmup_sample(w, min(1.0, count / w.n), seed=seed, tree=tree)
-    engine = CpuEngine(model_path, name)
+    engine = CpuEngine(model_path, name, config=cpu)
     requests = [GenRequest(int(i), w.tokens[w.offsets[i]:w.offsets[i + 1]].tolist(),
                            sampling_params(bodies[i], int(w.max_tokens[i]) // (bodies[i].get("n") or 1)))
                 for i in sample]
@@ -120,7 +125,7 @@ def sampled_lengths(w, bodies: list[dict], model_path: Path, name: str, count: i
     return estimate_output_lengths(w, sample, observed, float(observed.mean()), tree=tree)
 
 
-def engine_config(gpu: str, model, overlap: str):
+def engine_config(gpu: str, model, overlap: str, cpu: CpuEngineSettings):
     """The simulated engine: a GPU engine's defaults, or for ``cpu`` the CPU engine's own settings
     (``CpuEngineSettings``: step budget, running cap, KV pool). The ``cpu`` profile's rates are measured on
     that engine, so no kernel efficiency is applied on top of them."""
@@ -128,10 +133,8 @@ def engine_config(gpu: str, model, overlap: str):
 
     if gpu != "cpu":
         return EngineConfig(overlap=overlap)
-    from blendserve.core.config import get_settings
     from blendserve.worker.engines.cpu.model import default_dtype
 
-    cpu = get_settings().cpu
     # The pool holds K/V in the weights' dtype (bfloat16 where the CPU has it); the profile counts bf16.
     kv_bytes = model.kv_bytes_per_token * (default_dtype().itemsize // 2)
     pool = int(cpu.kv_gb * 2**30 // kv_bytes) // cpu.block_size * cpu.block_size
@@ -141,14 +144,15 @@ def engine_config(gpu: str, model, overlap: str):
 
 
 def estimate(w, model_path: Path, gpu: str, gpus: int, output_tokens: float, overlap: str, hw=None,
-             lengths: np.ndarray | None = None) -> dict:
+             lengths: np.ndarray | None = None, *, cpu: CpuEngineSettings) -> dict:
     """``hw``, when given, replaces the stored profile of ``gpu`` (a re-measured one, say); ``lengths``,
-    when given, are the expected output lengths (sampled_lengths) in place of ``output_tokens``."""
+    when given, are the expected output lengths (sampled_lengths) in place of ``output_tokens``; ``cpu``:
+    the CPU engine's settings, which the ``cpu`` profile simulates."""
     from blendserve.planner import HARDWARE, ModelProfile, Workload
     from blendserve.simulator.runner import run_workload
 
     model, hw = ModelProfile.from_config(model_path), hw or HARDWARE[gpu]
-    config = engine_config(gpu, model, overlap)
+    config = engine_config(gpu, model, overlap, cpu)
     expected = np.minimum(w.max_tokens, output_tokens) if lengths is None else np.minimum(w.max_tokens, lengths)
     out: dict = {"requests": int(w.n), "prompt_tokens": int(w.offsets[-1]), "gpu": gpu, "gpus": gpus,
                  "assumed_output_tokens": round(float(expected.mean()), 1),
@@ -184,7 +188,8 @@ def _table(e: dict) -> str:
     return "\n".join(rows)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
+    """`blendserve estimate`: ``settings`` (served models, the CPU engine's) are parsed by blendserve/cli.py."""
     args = _parser().parse_args(argv)
     from blendserve.planner import HARDWARE
 
@@ -192,7 +197,7 @@ def main(argv: list[str]) -> int:
         print(f"blendserve estimate: --gpu is one of {', '.join(HARDWARE)}; --gpus and --output-tokens > 0, "
               "--sample >= 0", file=sys.stderr)
         return 2
-    name, path = _model(args.model)
+    name, path = _model(args.model, settings)
     w, bodies, errors = load(args.file, args.endpoint, name, path)
     for e in errors[:20]:
         alone = "" if e.fails_file or w is None else " (this request would fail alone; the rest is estimated)"
@@ -204,7 +209,7 @@ def main(argv: list[str]) -> int:
     if count > 0:
         print(f"running {min(count, w.n)} requests of the file on the CPU engine to learn output lengths ...",
               file=sys.stderr, flush=True)
-        lengths = sampled_lengths(w, bodies, path, name, count)
-    e = estimate(w, path, args.gpu, args.gpus, args.output_tokens, args.overlap, lengths=lengths)
+        lengths = sampled_lengths(w, bodies, path, name, count, cpu=settings.cpu)
+    e = estimate(w, path, args.gpu, args.gpus, args.output_tokens, args.overlap, lengths=lengths, cpu=settings.cpu)
     print(json.dumps(e) if args.json else _table(e))
     return 0

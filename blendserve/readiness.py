@@ -21,9 +21,9 @@ from blendserve.core.owners import TENANT
 POLL_S = 0.5
 
 
-def first_key(spec: str) -> str | None:
+def first_key(api_keys: list[str]) -> str | None:
     """The first key of BLENDSERVE_API_KEYS (an entry is `key` or `tenant:key`, as blendserve.core.owners reads it)."""
-    for item in filter(None, (x.strip() for x in spec.split(","))):
+    for item in api_keys:
         tenant, sep, key = item.partition(":")
         return key.strip() if sep and TENANT.fullmatch(tenant) and key.strip() else item
     return None

@@ -137,17 +137,16 @@ def test_the_cpu_test_bed_skips_the_gpu_checks(tmp_path: Path) -> None:
     assert set(rows) == {"python", "venv module"}
 
 
-def test_the_engine_does_not_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_engine_does_not_load(tmp_path: Path) -> None:
     """Installed-engine checks: sglang missing from the interpreter (the main venv has none)."""
-    monkeypatch.setenv("BLENDSERVE_DATA_DIR", str(tmp_path / "data"))
-    from blendserve.core.config import get_settings
+    from blendserve.core.config import Settings
 
-    get_settings.cache_clear()
-    rows = by_name(doctor.checks(Target(engine="sglang", python=sys.executable, device="cpu"), machine()))
+    settings = Settings(data_dir=tmp_path / "data")
+    rows = by_name(doctor.checks(Target(engine="sglang", python=sys.executable, device="cpu", settings=settings),
+                                 machine()))
     assert rows["sglang loads"].status == FAIL and "No module named 'sglang'" in rows["sglang loads"].found
     assert "pip install '.[sglang]'" in rows["sglang loads"].fix
     assert rows["database"].status == OK
-    get_settings.cache_clear()
 
 
 def test_a_model_without_a_tokenizer_and_a_missing_model(tmp_path: Path, smollm2_checkpoint: Path) -> None:
@@ -173,15 +172,11 @@ def test_gpu_memory_for_weights_and_a_kv_pool(tmp_path: Path) -> None:
     assert doctor.gpu_memory(Target(engine="vllm", model=str(ckpt), tp=2), small).status == OK    # 15 GiB each
 
 
-def test_a_database_that_does_not_answer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BLENDSERVE_DATABASE_URL", "postgresql+psycopg://u:secret@127.0.0.1:1/none")
-    from blendserve.core.config import get_settings
+def test_a_database_that_does_not_answer() -> None:
+    from blendserve.core.config import Settings
 
-    get_settings.cache_clear()
-    try:
-        row = doctor.database(Target(engine="cpu"))
-    finally:
-        get_settings.cache_clear()
+    settings = Settings(database_url="postgresql+psycopg://u:secret@127.0.0.1:1/none")
+    row = doctor.database(Target(engine="cpu", settings=settings))
     assert row.status == FAIL and "BLENDSERVE_DATABASE_URL" in row.fix and "secret" not in row.found
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from blendserve.core.config import Settings
 from blendserve.core.owners import owner_of_key
 from blendserve.scheduler import priority
 from tests.conftest import TINY
@@ -11,13 +12,13 @@ from tests.live import chat_lines, jsonl, wait_batch
 
 
 def test_classes():
-    key = priority.parse_key_priorities("kA=low,kB=high")
+    key = priority.key_classes(Settings(api_keys="", key_priorities="kA=low,kB=high").key_priorities)
     cls = priority.classes([{"priority": "high"}, None, {"x": "1"}, {"priority": "low"}, None],
                            ["", owner_of_key("kA"), owner_of_key("kB"), owner_of_key("kB"), ""],
                            np.array([1e9, 1e9, 1e9, 1e9, 100.0]), now=0.0, urgent_horizon_s=900.0, key_classes=key)
     assert cls.tolist() == [1, 3, 1, 3, 0]     # metadata wins over the key's default; the deadline over both
     with pytest.raises(ValueError):
-        priority.parse_key_priorities("kA=urgent")
+        Settings(key_priorities="kA=urgent")
 
 
 def test_metadata_priority_is_the_callers_own(deployment):

@@ -17,7 +17,7 @@ from blendserve.api.sessions import Sessions
 from blendserve.api.status import StatusCache
 from blendserve.core.config import Settings
 from blendserve.core.db import make_engine, make_sessionmaker
-from blendserve.core.owners import adopt
+from blendserve.core.owners import Keyring, adopt
 from blendserve.core.served import created_at, model_names
 from blendserve.core.storage import FileStore
 from blendserve.migrations.upgrade import upgrade
@@ -26,14 +26,14 @@ from blendserve.migrations.upgrade import upgrade
 def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     if migrate:
-        upgrade(settings.db_url)
+        upgrade(settings.db_url, settings)
     app = FastAPI(title="BlendServe", version="0.1.0")
     readers = make_sessionmaker(make_engine(settings.db_url, readonly=True))
     app.state.blend = AppState(settings=settings, sessions=make_sessionmaker(make_engine(settings.db_url)),
                                read_sessions=readers, store=FileStore(settings.files_dir),
                                model_names=model_names(settings), status_cache=StatusCache(settings.status_cache_s),
                                lanes=Lanes(readers, settings.lease_seconds, settings.worker_secret),
-                               keyring=settings.keyring(),
+                               keyring=Keyring.parse(settings.api_keys),
                                signer=Sessions(settings.session_secret, settings.session_ttl_s),
                                model_created=created_at(settings))
     if migrate:
@@ -50,8 +50,8 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
 
     app.add_middleware(StatusFastPath, state=app.state.blend)
     app.add_middleware(FrontDoor, state=app.state.blend)      # outside the fast path: nothing before the key
-    if settings.cors_origin_list():
-        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin_list(), allow_methods=["*"],
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
                            allow_headers=["authorization", "content-type"], max_age=600)
     app.openapi = lambda: _openapi(app, settings)
     return app
@@ -70,8 +70,8 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
             components.get("schemas", {}).pop(name, None)
         create = components.get("schemas", {}).get("CreateBatch", {}).get("properties", {})
         if "completion_window" in create:
-            create["completion_window"]["enum"] = list(settings.window_seconds())
-        if settings.keyring():
+            create["completion_window"]["enum"] = list(settings.completion_windows)
+        if settings.api_keys:
             components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             for path, operations in schema["paths"].items():
                 for op in operations.values():

@@ -120,7 +120,7 @@ class FrontDoor:
     def authenticate(self, scope: Scope) -> str | None:
         """The owner the request speaks for ("" without keys, None on the open doors); APIError 401 if none."""
         keyring, path = self.state.keyring, scope["path"]
-        if scope["method"] == "OPTIONS" and self.state.settings.cors_origin_list():
+        if scope["method"] == "OPTIONS" and self.state.settings.cors_origins:
             return None               # a CORS preflight carries no credentials; CORSMiddleware answers it
         if path == "/metrics":
             token = self.state.settings.metrics_token

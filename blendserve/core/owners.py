@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sqlalchemy import update
@@ -41,10 +42,11 @@ class Keyring:
     named: dict[str, str] = field(default_factory=dict)      # key digest (owner_of_key) -> tenant owner
 
     @classmethod
-    def parse(cls, spec: str) -> Keyring:
+    def parse(cls, items: Iterable[str]) -> Keyring:
+        """The keyring of BLENDSERVE_API_KEYS' entries (Settings.api_keys)."""
         entries: dict[bytes, tuple[str, str]] = {}
         named: dict[str, str] = {}
-        for item in filter(None, (x.strip() for x in spec.split(","))):
+        for item in items:
             tenant, sep, key = item.partition(":")
             if sep and TENANT.fullmatch(tenant) and key.strip():
                 key = key.strip()

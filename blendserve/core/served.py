@@ -15,7 +15,7 @@ from blendserve.core.embedstore import MINILM
 
 
 def model_names(settings: Settings) -> list[str]:
-    return list(_configured(settings)) or [SMOLLM2, MINILM]
+    return list(settings.models) or [SMOLLM2, MINILM]
 
 
 def created_at(settings: Settings) -> dict[str, int]:
@@ -32,9 +32,8 @@ def created_at(settings: Settings) -> dict[str, int]:
 
 def _dirs(settings: Settings) -> dict[str, Path]:
     """name -> checkpoint dir, without converting anything."""
-    configured = _configured(settings)
-    if configured:
-        return configured
+    if settings.models:
+        return dict(settings.models)
     from blendserve.core.modelstore import smollm2_gguf_path
 
     return {SMOLLM2: settings.models_dir / smollm2_gguf_path().stem, MINILM: settings.models_dir / MINILM}
@@ -43,7 +42,7 @@ def _dirs(settings: Settings) -> dict[str, Path]:
 def first_start_work(settings: Settings) -> list[str]:
     """What model_paths will do before it returns, in words: empty when every checkpoint is in place, so a
     start says "converting" only when it converts (a restart of a prepared data dir says nothing)."""
-    if _configured(settings):
+    if settings.models:
         return []
     work = []
     if not (_dirs(settings)[SMOLLM2] / "config.json").is_file():
@@ -55,9 +54,8 @@ def first_start_work(settings: Settings) -> list[str]:
 
 def model_paths(settings: Settings) -> dict[str, Path]:
     """name -> checkpoint dir; converts the default model on first use (about half a minute)."""
-    configured = _configured(settings)
-    if configured:
-        return configured
+    if settings.models:
+        return dict(settings.models)
     from blendserve.core.embedstore import ensure_minilm
     from blendserve.core.modelstore import ensure_checkpoint, smollm2_gguf_path
 
@@ -65,19 +63,9 @@ def model_paths(settings: Settings) -> dict[str, Path]:
             MINILM: ensure_minilm(settings.models_dir)}
 
 
-def _configured(settings: Settings) -> dict[str, Path]:
-    out: dict[str, Path] = {}
-    for item in filter(None, (x.strip() for x in settings.models.split(","))):
-        name, sep, path = item.partition("=")
-        if not sep:
-            raise ValueError(f"BLENDSERVE_MODELS entry {item!r} is not name=path")
-        out[name.strip()] = Path(path.strip())
-    return out
-
-
 def smollm2_checkpoint(settings: Settings) -> Path:
     """SmolLM2's checkpoint alone, as the benchmarks run it: also where the embedding model's package is not
     installed (.venv-vllm, .venv-sglang)."""
     from blendserve.core.modelstore import ensure_checkpoint, smollm2_gguf_path
 
-    return _configured(settings).get(SMOLLM2) or ensure_checkpoint(smollm2_gguf_path(), settings.models_dir)
+    return settings.models.get(SMOLLM2) or ensure_checkpoint(smollm2_gguf_path(), settings.models_dir)

@@ -1,4 +1,9 @@
-"""Alembic environment: the URL comes from the caller (blendserve.migrations.upgrade) or BLENDSERVE_* settings."""
+"""Alembic environment: the URL and the settings come from the caller (blendserve.migrations.upgrade).
+
+Run by hand (`alembic upgrade head`), this file is Alembic's own entry point: settings the caller did not
+pass are read from the BLENDSERVE_* environment here, once. The migrations read them from
+`config.attributes["settings"]` (0012: the API keys' tenants).
+"""
 from __future__ import annotations
 
 from alembic import context
@@ -11,11 +16,11 @@ config = context.config
 
 
 def run_migrations_online() -> None:
-    url = config.get_main_option("sqlalchemy.url")
-    if not url:
+    if config.attributes.get("settings") is None:      # run by hand, or upgrade() given a URL alone
         from blendserve.core.config import get_settings
 
-        url = get_settings().db_url
+        config.attributes["settings"] = get_settings()
+    url = config.get_main_option("sqlalchemy.url") or config.attributes["settings"].db_url
     engine = make_engine(url)
     with engine.connect() as conn:
         with conn.begin():

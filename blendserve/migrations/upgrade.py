@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 logging.getLogger("alembic").setLevel(logging.WARNING)
 
 from alembic import command  # noqa: E402  (after the level: the import itself logs)
 from alembic.config import Config  # noqa: E402
 
+if TYPE_CHECKING:
+    from blendserve.core.config import Settings
 
-def upgrade(url: str) -> None:
+
+def upgrade(url: str, settings: Settings | None = None) -> None:
+    """Bring the database at `url` to head. `settings` reach the migrations through Alembic's
+    `config.attributes` (its way of passing objects to env.py); without them, env.py reads the environment."""
     cfg = Config()
     cfg.set_main_option("script_location", str(Path(__file__).parent))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    if settings is not None:
+        cfg.attributes["settings"] = settings
     command.upgrade(cfg, "head")

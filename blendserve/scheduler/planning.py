@@ -152,7 +152,7 @@ def _outranking_models(session: Session, settings: Settings, now: float) -> set[
                               .where(Batch.status == "in_progress")).all()
     cls = priority.classes([b.metadata_ for b in batches], [b.owner for b in batches],
                            np.array([b.expires_at for b in batches], dtype=np.float64), now,
-                           settings.urgent_horizon_s, priority.parse_key_priorities(settings.key_priorities))
+                           settings.urgent_horizon_s, priority.key_classes(settings.key_priorities))
     best_new: dict[str, int] = {}
     worst: dict[str, int] = {}
     for b, c in zip(batches, cls.tolist()):
@@ -288,7 +288,7 @@ def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session],
     prompt_tokens = np.array([r[10] or 0 for r in rows], dtype=np.int64)
     t0 = time.time()
     cls = priority.classes([r[8] for r in rows], [r[9] for r in rows], rnd.expires_at, now,
-                           settings.urgent_horizon_s, priority.parse_key_priorities(settings.key_priorities))
+                           settings.urgent_horizon_s, priority.key_classes(settings.key_priorities))
     pieces, ahead = [], []
     rounds.take_estimate(policy, model)        # drop what a failed round may have left
     for c in np.unique(cls):                   # urgent, then high, normal, low; each ordered by the policy

@@ -12,26 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from blendserve.core.config import get_settings
-from blendserve.core.owners import PREFIX, TENANT, owner_of_key
+from blendserve.core.config import PRIORITIES
 
-PRIORITIES = ("high", "normal", "low")
 URGENT = 0
 CLASS = {name: i + 1 for i, name in enumerate(PRIORITIES)}       # high 1, normal 2, low 3
 
 
-def parse_key_priorities(spec: str) -> dict[str, int]:
-    """"key1=high,acme=low" -> {owner: class}: a key's own tenant (blendserve/core/owners.py), or a tenant by name;
-    a bad entry is a configuration error."""
-    ring, out = get_settings().keyring(), {}
-    for i, item in enumerate(filter(None, (x.strip() for x in spec.split(","))), start=1):
-        key, _, name = item.rpartition("=")
-        if not key or name not in CLASS:       # the entry holds a key: say which entry, never what it says
-            raise ValueError(f"BLENDSERVE_KEY_PRIORITIES: entry {i} is not KEY=high|normal|low")
-        out[ring.owner_of(key) or owner_of_key(key)] = CLASS[name]
-        if TENANT.fullmatch(key):
-            out[PREFIX + key] = CLASS[name]
-    return out
+def key_classes(key_priorities: dict[str, str]) -> dict[str, int]:
+    """Settings.key_priorities ({owner: "high", ...}, parsed with the keys' tenants) -> {owner: class}."""
+    return {owner: CLASS[name] for owner, name in key_priorities.items()}
 
 
 def classes(metadata: list[dict | None], owners: list[str], expires_at: np.ndarray, now: float,

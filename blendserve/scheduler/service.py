@@ -34,7 +34,7 @@ from blendserve.core.storage import FileStore
 from blendserve.migrations.upgrade import upgrade
 from blendserve.protocol.bodies import model_info
 from blendserve.protocol.fields import ModelInfo
-from blendserve.scheduler import intake, lifecycle, planning, priority, retention
+from blendserve.scheduler import intake, lifecycle, planning, retention
 from blendserve.scheduler.backoff import Backoff
 from blendserve.scheduler.fencing import FencedSessions, LostLease
 
@@ -76,8 +76,7 @@ def policy_for(settings: Settings) -> planning.Policy:
 class Scheduler:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        priority.parse_key_priorities(settings.key_priorities)     # a bad setting fails at start, not per round
-        upgrade(settings.db_url)
+        upgrade(settings.db_url, settings)
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         engine = make_engine(settings.db_url)
         self.lease_sessions = make_sessionmaker(engine)     # takes and releases the lease itself

@@ -26,7 +26,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from blendserve.core.config import WORKER_SECRET_HEADER, get_settings
+from blendserve.core.config import WORKER_SECRET_HEADER
 from blendserve.core.ids import new_id
 from blendserve.protocol.bodies import check_interactive
 from blendserve.protocol.fields import BodyError, ModelInfo
@@ -51,14 +51,14 @@ MAX_BODY = 8 * 1024 * 1024
 
 class InteractiveServer:
     def __init__(self, lane: Lane, info: ModelInfo, tokenizer, model_name: str, host: str, port: int,
-                 fingerprint: str | None = None) -> None:
+                 fingerprint: str | None = None, secret: str = "") -> None:
         self.lane, self.info, self.tokenizer, self.model_name = lane, info, tokenizer, model_name
         self.fingerprint = fingerprint      # system_fingerprint of what the engine computes (worker/engines/base.py)
         self.calls: dict[int, Call] = {}
         self.closing = False
         # Only the API may call: with BLENDSERVE_WORKER_SECRET set, a call without it is a 401. Off loopback,
         # the secret is required, so a worker bound on a cluster network is never an open door to the engine.
-        self.secret = get_settings().worker_secret
+        self.secret = secret
         if not self.secret and host not in ("127.0.0.1", "localhost", "::1"):
             raise RuntimeError(f"the interactive endpoint would listen on {host} with no "
                                "BLENDSERVE_WORKER_SECRET; set one, the same for the API and every worker")

@@ -89,7 +89,7 @@ class WorkerService(PoisonRequests):
         BLENDSERVEWORKER_PORT + r (any free port when that is 0)."""
         self.settings, self.engine = settings, engine
         self.fingerprint = engine_fingerprint(engine)     # each result's system_fingerprint
-        upgrade(settings.db_url)
+        upgrade(settings.db_url, settings)
         self.sessions = make_sessionmaker(shared_engine(settings.db_url, settings.db_pool_size))
         self.id = new_id("worker_")
         self.held: dict[int, _Held] = {}
@@ -122,7 +122,7 @@ class WorkerService(PoisonRequests):
         port = st.worker_port + rank if st.worker_port else 0
         info, tokenizer = tokenizer_side(self.engine.model_name, model_path)
         return InteractiveServer(self.lane, info, tokenizer, self.engine.model_name, st.worker_host, port,
-                                 self.fingerprint)
+                                 self.fingerprint, st.worker_secret)
 
     def _url(self) -> str | None:
         if self.interactive is None:

@@ -141,22 +141,19 @@ def test_form_and_path_values_that_broke_the_api(api_at):
             assert raw.recv(4096).split(b" ", 2)[1] == b"400"
 
 
-def test_key_priorities_follow_the_tenant(monkeypatch):
+def test_key_priorities_follow_the_tenant():
     """BLENDSERVE_KEY_PRIORITIES names a key (whose tenant's batches get the class) or a tenant by name."""
-    from blendserve.core.config import get_settings
+    from blendserve.core.config import Settings
     from blendserve.core.owners import owner_of_key
     from blendserve.scheduler import priority
 
-    monkeypatch.setenv("BLENDSERVE_API_KEYS", "acme:sk-a1,acme:sk-a2,sk-solo")
-    get_settings.cache_clear()
-    try:
-        classes = priority.parse_key_priorities("sk-a1=high,sk-solo=low,beta=low")
-    finally:
-        get_settings.cache_clear()
+    keys = "acme:sk-a1,acme:sk-a2,sk-solo"
+    classes = priority.key_classes(Settings(api_keys=keys, key_priorities="sk-a1=high,sk-solo=low,beta=low")
+                                   .key_priorities)
     assert classes["tenant:acme"] == priority.CLASS["high"]
     assert classes[owner_of_key("sk-solo")] == priority.CLASS["low"] and classes["tenant:beta"] == priority.CLASS["low"]
     with pytest.raises(ValueError) as e:                 # a bad entry is named by its place, not its key
-        priority.parse_key_priorities("sk-a1=high,sk-secret-7=urgent")
+        Settings(api_keys=keys, key_priorities="sk-a1=high,sk-secret-7=urgent")
     assert "entry 2" in str(e.value) and "sk-secret-7" not in str(e.value)
 
 

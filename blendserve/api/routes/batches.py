@@ -73,7 +73,7 @@ def create_batch(req: CreateBatch, session: SessionDep, owner: OwnerDep, st: Sta
     if req.endpoint not in ENDPOINTS:
         raise APIError(400, f"Invalid endpoint '{req.endpoint}': supported endpoints are {list(ENDPOINTS)}.",
                        param="endpoint", code="invalid_value")
-    windows = st.settings.window_seconds()
+    windows = st.settings.completion_windows
     if req.completion_window not in windows:
         raise APIError(400, f"Invalid completion_window '{req.completion_window}': supported values are "
                        f"{list(windows)}.", param="completion_window", code="invalid_value")

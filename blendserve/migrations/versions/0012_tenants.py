@@ -1,8 +1,8 @@
 """Tenants: rows of a key now listed under a tenant move to it; files.lines for the queue quota
 
 Owners were a digest of the key that made a row; a `tenant:key` entry of
-BLENDSERVE_API_KEYS makes them the tenant's (blendserve/core/owners.py). The keys live in
-the environment, so this maps what the keys configured now say; the API repeats
+BLENDSERVE_API_KEYS makes them the tenant's (blendserve/core/owners.py). The keys are
+configuration, so this maps what the keys configured now say; the API repeats
 the same idempotent mapping at every start (a key moved under a tenant later).
 files.lines is the line count of an upload (an upper bound of its requests),
 which the queued-requests quota adds up when a batch is created; null for
@@ -33,10 +33,13 @@ def upgrade() -> None:
                     sa.Column("created_at", sa.Integer(), nullable=False),
                     sa.Column("deleted_at", sa.Integer(), nullable=False))
     op.create_index("ix_deleted_files_deleted_at", "deleted_files", ["deleted_at"])
-    from blendserve.core.config import get_settings
+    from alembic import context
 
+    from blendserve.core.owners import Keyring
+
+    settings = context.config.attributes["settings"]       # set by env.py
     files, batches = sa.table("files", sa.column("owner")), sa.table("batches", sa.column("owner"))
-    for digest, owner in get_settings().keyring().named.items():
+    for digest, owner in Keyring.parse(settings.api_keys).named.items():
         for table in (files, batches):
             op.execute(table.update().where(table.c.owner == digest).values(owner=owner))
 
