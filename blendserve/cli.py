@@ -40,6 +40,9 @@ SETTINGS_FILE = "serve-settings.json"   # in the data dir: what `serve` hands it
 # Set for `serve` and its roles (and a worker started alone) unless already set: the progress bars and load
 # reports of the model libraries, which a role's one start line replaces.
 QUIET_START = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
+# Set for a worker unless already set: it loads checkpoints from local directories, so the engines (vLLM's
+# loader looks a path's files up on the hub otherwise) never ask the network.
+WORKER_LIBRARIES = {**QUIET_START, "HF_HUB_OFFLINE": "1"}
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -166,8 +169,8 @@ def cmd_scheduler(args: argparse.Namespace, s: Settings) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, s: Settings) -> int:
-    for var, value in QUIET_START.items():      # a worker started alone says one line too (before the imports:
-        os.environ.setdefault(var, value)       # transformers reads its verbosity when first imported)
+    for var, value in WORKER_LIBRARIES.items():     # a worker started alone says one line too (before the
+        os.environ.setdefault(var, value)           # imports: transformers reads its variables when imported)
     from blendserve.core.served import model_paths
     from blendserve.worker.engines import load_engine
     from blendserve.worker.service import WorkerService
