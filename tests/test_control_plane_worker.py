@@ -188,7 +188,7 @@ def test_a_lost_claim_is_dropped_at_the_next_step(worker):
         s.execute(update(Chunk).values(worker_id="worker_other"))
     took = _until(lambda: echo.stats().running_sequences == 0, 5.0)
     assert took < 2.5                               # the heartbeat renews every lease/3 = 1 s
-    assert svc.losses >= 1 and _statuses(sessions) == {"planned": 8}
+    assert svc.ledger.losses >= 1 and _statuses(sessions) == {"planned": 8}
 
 
 def test_a_stop_drops_running_work_and_hands_its_chunk_back(worker):
@@ -223,7 +223,7 @@ def test_the_next_chunk_is_claimed_before_the_engine_asks_for_it(make_worker):
     _until(lambda: len(claimed()) == 2, 5.0)
     assert [st for _, st in claimed()] == ["claimed", "claimed"]
     with sessions() as s:
-        running = set(s.scalars(select(Request.chunk_id).where(Request.id.in_(list(svc.meta)))))
+        running = set(s.scalars(select(Request.chunk_id).where(Request.id.in_(list(svc.ledger.meta)))))
     assert running == {first} and echo.stats().running_sequences == 7      # none of the second admitted yet
     stop.set()                                      # a clean stop hands both back, the one never fed too
     _until(lambda: not claimed(), 10.0)

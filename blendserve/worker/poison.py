@@ -8,12 +8,18 @@ own error line. Its neighbours, its batch and every other batch carry on (docs/d
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import update
+from sqlalchemy.orm import Session, sessionmaker
 
 from blendserve.core.models import Request
-from blendserve.worker.engines.base import GenRequest
+from blendserve.worker.engines.base import Engine, GenRequest
+from blendserve.worker.interactive import InteractiveServer
+from blendserve.worker.ledger import Ledger
+from blendserve.worker.ranks import LiveBatches
+from blendserve.worker.sink import ResultSink
 
 log = logging.getLogger("blendserve.worker")
 
@@ -30,59 +36,63 @@ class Suspect:
     attempts: int
 
 
-class PoisonRequests:
-    """WorkerService's methods for failed streams and the suspects they leave (a mixin: they use its engine,
-    sessions, held chunks, writer and result path)."""
+class PoisonRunner:
+    """Failed streams and the suspects they leave, for one rank: it gets the engine, the rank's ledger and
+    result sink, and how to ask whether a request is still wanted (`cancelled`) and the rank is stopping."""
 
-    def _after_stream_failure(self) -> None:
-        """Count an attempt for every request the failed stream was running; hand every held chunk back.
-        Interactive calls in flight fail (their callers get a 503 and may retry)."""
+    def __init__(self, sessions: sessionmaker[Session], engine: Engine, ledger: Ledger, sink: ResultSink,
+                 live: LiveBatches, stopping: Callable[[], bool], cancelled: Callable[[int], bool],
+                 interactive: InteractiveServer | None) -> None:
+        self.sessions, self.engine, self.ledger, self.sink, self.live = sessions, engine, ledger, sink, live
+        self.stopping, self.cancelled, self.interactive = stopping, cancelled, interactive
+        self.suspects: list[Suspect] = []
+
+    def after_failure(self, give_back_all: Callable[[], None]) -> None:
+        """Count an attempt for every request the failed stream was running; hand every held chunk back
+        (`give_back_all`). Interactive calls in flight fail (their callers get a 503 and may retry)."""
         if self.interactive is not None:
             for key in list(self.interactive.calls):
                 self.interactive.abort(key, "The engine failed while running this request.")
-        self.writer.drain(self.id)
-        running = list(self.meta)
+        self.sink.drain()
+        running = list(self.ledger.meta)
         try:
             with self.sessions.begin() as s:
                 s.execute(update(Request).where(Request.id.in_(running), Request.status == "planned")
                           .values(attempts=Request.attempts + 1))
         except Exception:
             log.exception("could not count the failed attempts; the chunks' leases will lapse")
-        self._give_back_all()
+        give_back_all()
 
-    def _run_suspects(self) -> bool:
+    def run(self) -> bool:
+        """Run every suspect alone; whether there were any."""
         ran = bool(self.suspects)
-        while self.suspects and not self.stop.is_set():
+        while self.suspects and not self.stopping():
             self._run_alone(self.suspects.pop(0))
         return ran
 
     def _run_alone(self, job: Suspect) -> None:
         key, error = job.request.key, "it ended the engine's stream without a result"
-        while (held := self.held.get(job.cid)) and not held.lost and not self.stop.is_set() \
-                and job.batch_id in self.live:
+        while not self.ledger.lost(job.cid) and not self.stopping() and job.batch_id in self.live:
             if job.attempts >= MAX_ATTEMPTS:
-                self._settle_failed(job.cid, key, f"The engine failed on this request {job.attempts} times; "
-                                                  f"last: {error}.", counted=True)
+                self.sink.failed(job.cid, key, f"The engine failed on this request {job.attempts} times; "
+                                               f"last: {error}.", counted=True)
                 return
             job.attempts += 1
             self._set_attempts(key, job.attempts)     # before the try: one that kills the worker counts too
-            self.meta[key] = (job.cid, job.batch_id, job.endpoint)
+            self.ledger.run(key, job.cid, job.batch_id, job.endpoint)
             try:
-                results = list(self.engine.generate([job.request], cancelled=self._cancelled))
+                results = list(self.engine.generate([job.request], cancelled=self.cancelled))
             except Exception as e:
-                self.meta.pop(key, None)
+                self.ledger.meta.pop(key, None)
                 error = f"{type(e).__name__}: {e}"
                 log.warning("request %d failed alone (attempt %d of %d): %s", key, job.attempts, MAX_ATTEMPTS, error)
                 continue
             if results:
-                self._write(results[0])
-            elif self.stop.is_set():
+                self.sink.write(results[0])
+            elif self.stopping():
                 self._set_attempts(key, job.attempts - 1)   # dropped by the stop: not a try
-            return                                          # written, or dropped and settled by _cancelled
-        with self.lock:                                     # never ran: settle it; its chunk goes back
-            if held is not None:
-                held.outstanding -= 1
-                self._maybe_release(job.cid)
+            return                                          # written, or dropped and settled by `cancelled`
+        self.ledger.settled(job.cid)                        # never ran: settle it; its chunk goes back
 
     def _set_attempts(self, key: int, attempts: int) -> None:
         with self.sessions.begin() as s:

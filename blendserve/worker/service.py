@@ -48,8 +48,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -61,52 +59,49 @@ from blendserve.core.ids import new_id
 from blendserve.core.models import Worker
 from blendserve.migrations.upgrade import upgrade
 from blendserve.protocol import responses_api
-from blendserve.protocol.structured import ToolCall
-from blendserve.worker import api_results, claims, writes
-from blendserve.worker.engines.base import Engine, GenRequest, GenResult, engine_fingerprint, engine_stats
+from blendserve.worker import api_results, writes
+from blendserve.worker.engines.base import Engine, GenRequest, engine_fingerprint, engine_stats
 from blendserve.worker.interactive import InteractiveServer
 from blendserve.worker.lane import Lane, Share
-from blendserve.worker.poison import PoisonRequests, Suspect
+from blendserve.worker.ledger import Ledger
+from blendserve.worker.poison import PoisonRunner, Suspect
 from blendserve.worker.ranks import WORK, idle_wait, shared, tokenizer_side
-from blendserve.worker.responses import response_body, sampling_params, tool_call
+from blendserve.worker.responses import sampling_params, tool_call
+from blendserve.worker.sink import ResultSink
 
 log = logging.getLogger("blendserve.worker")
 
 PREFETCH_SHARE = 0.5    # the next chunk is claimed once this last share of a chunk is being admitted
 
-@dataclass
-class _Held:
-    """A claimed chunk: how many admitted requests still lack a result, and whether all were admitted."""
-    outstanding: int = 0
-    fed: bool = False
-    lost: bool = False
 
+class WorkerService:
+    """One engine rank: its chunk ledger, its result sink and its poison-request runner, composed."""
 
-class WorkerService(PoisonRequests):
     def __init__(self, settings: Settings, engine: Engine, engine_kind: str, model_path: Path | None = None,
                  rank: int = 0) -> None:
         """`model_path` (its tokenizer) enables the interactive endpoint; rank r of a process listens on
         BLENDSERVEWORKER_PORT + r (any free port when that is 0)."""
         self.settings, self.engine = settings, engine
         self.fingerprint = engine_fingerprint(engine)     # each result's system_fingerprint
-        upgrade(settings.db_url, settings)
+        upgrade(settings.db_url)
         self.sessions = make_sessionmaker(shared_engine(settings.db_url, settings.db_pool_size))
         self.id = new_id("worker_")
-        self.held: dict[int, _Held] = {}
-        self.meta: dict[int, tuple[int, str, str]] = {}   # request id -> (chunk id, batch id, endpoint)
-        self.bodies: dict[int, dict] = {}       # request id -> its body, where the result echoes it (api_results)
-        self.tools: dict[int, ToolCall] = {}     # request id -> its forced tool call (the answer's shape)
-        self.suspects: list[Suspect] = []
-        self.live, self.claims = shared(self.sessions)
-        self.writer = writes.shared(self.sessions)
-        self.lock = threading.Lock()            # guards held/outstanding between the engine and writer threads
-        self.losses = 0                         # claims lost, meta dropped: part of the engine's cancel epoch
-        self.claimer = ThreadPoolExecutor(1, thread_name_prefix=f"claims{rank}")    # claims ahead (_feed)
-        self.ahead: Future[claims.Claimed | None] | None = None
         self.stop = threading.Event()
         self.lane = Lane(settings.interactive_max_batch, settings.interactive_max_wait_ms / 1000, WORK)
         self.share = Share()
         self.interactive = self._interactive_server(model_path, rank)
+        live_and_claims = shared(self.sessions)
+        self.live = live_and_claims[0]
+        self.ledger = Ledger(self.sessions, self.id, engine.model_name, settings, live_and_claims, rank,
+                             lambda: self.stop.is_set())
+        self.sink = ResultSink(self.id, engine.model_name, self.fingerprint, writes.shared(self.sessions),
+                               self.ledger, self.share, self.interactive)
+        self.poison = PoisonRunner(self.sessions, engine, self.ledger, self.sink, self.live,
+                                   lambda: self.stop.is_set(), lambda key: self._cancelled(key), self.interactive)
+        self._register(engine, engine_kind)
+
+    def _register(self, engine: Engine, engine_kind: str) -> None:
+        """This rank's row: what the planner and the dashboard read of it."""
         now = time.time()
         with self.sessions.begin() as s:
             s.add(Worker(id=self.id, model=engine.model_name, engine=engine_kind, host=socket.gethostname(),
@@ -143,10 +138,10 @@ class WorkerService(PoisonRequests):
                 busy = self._serve_stream()
             except Exception:
                 log.exception("engine stream failed; the requests it was running will run alone")
-                self._after_stream_failure()
+                self.poison.after_failure(self._give_back_all)
                 continue
             try:
-                busy = self._run_suspects() or busy
+                busy = self.poison.run() or busy
             except Exception:
                 log.exception("running suspect requests failed")
                 self._give_back_all()
@@ -156,7 +151,7 @@ class WorkerService(PoisonRequests):
         if self.interactive is not None:
             self.interactive.close()
         self._shut_down()
-        self.claimer.shutdown()
+        self.ledger.close()
         log.info("worker %s stopped; unfinished work handed back", self.id)
 
     def _idle(self, seconds: float) -> None:
@@ -176,7 +171,7 @@ class WorkerService(PoisonRequests):
         t0, n, toks, served = time.time(), 0, 0, False
         for res in self.engine.generate(self._feed(), cancelled=self._cancelled, urgent=self.lane.take,
                                         cancel_epoch=self._cancel_epoch):
-            self._write(res)
+            self.sink.write(res)
             served = True
             if res.key > 0:                     # batch work; interactive calls are not logged one by one
                 n, toks = n + 1, toks + res.prompt_tokens + res.completion_tokens
@@ -192,10 +187,10 @@ class WorkerService(PoisonRequests):
         The next chunk is claimed ahead, in the rank's claim thread, once the last PREFETCH_SHARE of a
         chunk is being admitted, so the engine's loop (which pulls from this generator between steps)
         does not stop for a claim's transaction at every chunk boundary."""
-        while not self.stop.is_set() and not self.suspects:
+        while not self.stop.is_set() and not self.poison.suspects:
             try:
                 t0 = time.perf_counter()
-                got = self._next_claim()
+                got = self.ledger.next_claim()
                 if got is None:
                     return
                 log.info("chunk %d: the engine waited %.1f ms for it", got.id, (time.perf_counter() - t0) * 1e3)
@@ -203,72 +198,35 @@ class WorkerService(PoisonRequests):
                 log.exception("claiming a chunk failed; trying again shortly")
                 return
             cid, rows = got
-            held = self.held[cid]
             ahead_at = len(rows) - max(1, int(len(rows) * PREFETCH_SHARE))
             for i, r in enumerate(rows):
-                if held.lost or self.stop.is_set():
+                if self.ledger.lost(cid) or self.stop.is_set():
                     break
-                if i >= ahead_at and self.ahead is None:
-                    self.ahead = self.claimer.submit(self._claim)
-                if r.batch_id not in self.live:
-                    continue
-                try:
-                    # A Responses body samples as the chat it translates to (text.format: response_format).
-                    body = responses_api.chat_params(r.body) if r.endpoint == responses_api.ENDPOINT else r.body
-                    req = GenRequest(key=r.id, input_ids=np.frombuffer(r.prompt_ids, dtype="<i4").tolist(),
-                                     params=sampling_params(body, r.max_tokens))
-                    if r.endpoint not in api_results.ENDPOINTS and (tool := tool_call(body)) is not None:
-                        self.tools[r.id] = tool
-                except Exception as e:      # the request alone is bad: its own error line
-                    self._settle_failed(cid, r.id, f"The request's parameters could not be applied: {e}")
-                    continue
-                with self.lock:
-                    held.outstanding += 1
-                if r.endpoint in api_results.ENDPOINTS:     # their bodies echo the request's settings
-                    self.bodies[r.id] = r.body
-                if r.attempts > 0:
-                    self.suspects.append(Suspect(cid, req, r.batch_id, r.endpoint, r.attempts))
-                    continue
-                self.meta[r.id] = (cid, r.batch_id, r.endpoint)
-                yield req
-            with self.lock:
-                held.fed = True
-                self._maybe_release(cid)
+                if i >= ahead_at:
+                    self.ledger.claim_ahead()
+                if r.batch_id in self.live and (req := self._request(cid, r)) is not None:
+                    yield req
+            self.ledger.fed(cid)
 
-    def _claim(self) -> claims.Claimed | None:
-        """Claim the next chunk and hold it (the heartbeat renews its lease from here on); None if none is
-        ready. Runs in the rank's claim thread (ahead of need) or in the engine's (a stream's first)."""
-        t0 = time.perf_counter()
-        got = self.claims.claim(self.sessions, self.id, self.engine.model_name, self.settings.lease_seconds,
-                                self.settings.poll_interval_s)
-        if got is None:
+    def _request(self, cid: int, r) -> GenRequest | None:
+        """The engine's request for a claimed row; None where it does not go to the engine now (its
+        parameters fail it alone, or it ended a stream before and runs alone)."""
+        try:
+            # A Responses body samples as the chat it translates to (text.format: response_format).
+            body = responses_api.chat_params(r.body) if r.endpoint == responses_api.ENDPOINT else r.body
+            req = GenRequest(key=r.id, input_ids=np.frombuffer(r.prompt_ids, dtype="<i4").tolist(),
+                             params=sampling_params(body, r.max_tokens))
+            tool = tool_call(body) if r.endpoint not in api_results.ENDPOINTS else None
+        except Exception as e:      # the request alone is bad: its own error line
+            self.sink.failed(cid, r.id, f"The request's parameters could not be applied: {e}")
             return None
-        with self.lock:
-            self.held[got.id] = _Held()
-        with WORK:
-            WORK.notify_all()
-        log.info("claimed chunk %d (%d requests) in %.1f ms (sibling wait %.1f, transaction %.1f, "
-                 "its CPU %.1f)", got.id, len(got.rows), (time.perf_counter() - t0) * 1e3, *self.claims.timing())
-        self.live.watch({r.batch_id for r in got.rows})
-        return got
-
-    def _next_claim(self) -> claims.Claimed | None:
-        """The chunk claimed ahead, if there is one; else (none was ready then either) a claim now."""
-        ahead, self.ahead = self.ahead, None
-        got = ahead.result() if ahead is not None else None
-        if ahead is not None and got is None:       # planning (or the batch) had nothing ready in time
-            log.info("the claim made ahead found no chunk ready")
-        return got if got is not None else self._claim()
-
-    def _forget_ahead(self) -> None:
-        """Wait for a claim made ahead to end; its chunk, if it got one, is held and is handed back with
-        the others (_give_back_all)."""
-        ahead, self.ahead = self.ahead, None
-        if ahead is not None:
-            try:
-                ahead.result()
-            except Exception:
-                log.exception("claiming a chunk ahead failed")
+        self.ledger.owe(cid)
+        self.sink.expect(r.id, r.endpoint, r.body, tool)    # bodies echo the request's settings
+        if r.attempts > 0:
+            self.poison.suspects.append(Suspect(cid, req, r.batch_id, r.endpoint, r.attempts))
+            return None
+        self.ledger.run(r.id, cid, r.batch_id, r.endpoint)
+        return req
 
     def _cancelled(self, key: int) -> bool:
         """The engine asks this between steps: drop work whose batch was cancelled or expired, whose
@@ -282,17 +240,14 @@ class WorkerService(PoisonRequests):
             if self.stop.is_set() and self.interactive is not None:
                 self.interactive.abort(key, "The worker is stopping.")
             return self.stop.is_set() or self.lane.cancelled(key)
-        meta = self.meta.get(key)
+        meta = self.ledger.meta.get(key)
         if meta is None:
             return True
         cid, batch_id, _ = meta
-        if batch_id in self.live and not self.held[cid].lost and not self.stop.is_set():
+        if batch_id in self.live and not self.ledger.lost(cid) and not self.stop.is_set():
             return False
-        del self.meta[key]
-        self.bodies.pop(key, None)
-        with self.lock:
-            self.held[cid].outstanding -= 1
-            self._maybe_release(cid)
+        self.ledger.drop(key)
+        self.sink.forget(key)
         return True
 
     def _cancel_epoch(self) -> int:
@@ -303,84 +258,18 @@ class WorkerService(PoisonRequests):
 
         A request whose batch had already left the live set, or whose chunk was already lost, when it was
         admitted would be missed; `_feed` admits neither (it runs in the engine's thread, before the step)."""
-        return self.live.fresh() + self.losses + self.lane.cancels + self.stop.is_set()
+        return self.live.fresh() + self.ledger.losses + self.lane.cancels + self.stop.is_set()
 
-    # -- results ---------------------------------------------------------------------------------
-
-    def _write(self, res: GenResult) -> None:
-        if res.error is not None:       # refused by the engine: this request fails alone, the stream runs on
-            if res.key < 0:
-                if self.interactive is not None:
-                    self.interactive.abort(res.key, res.error)
-            elif (meta := self.meta.pop(res.key, None)) is not None:
-                self._settle_failed(meta[0], res.key, res.error, counted=True)
-            return
-        self.share.add(res.prompt_tokens + res.completion_tokens, interactive=res.key < 0)
-        if res.key < 0:
-            if self.interactive is not None:
-                self.interactive.finish(res)
-            return
-        cid, _, endpoint = self.meta.pop(res.key)
-        self.writer.put(self.id, {"b_id": res.key, "b_status": "completed",
-                                  "b_response": self._response(endpoint, res),
-                                  "b_error": None, "b_out": res.completion_tokens, "b_cached": res.cached_tokens},
-                        lambda: self._settled(cid))
-
-    def _response(self, endpoint: str, res: GenResult) -> dict:
-        res.fingerprint = res.fingerprint or self.fingerprint
-        if endpoint in api_results.ENDPOINTS:
-            return api_results.result_body(endpoint, self.engine.model_name, res, self.bodies.pop(res.key, {}))
-        return response_body(endpoint, self.engine.model_name, res, self.tools.pop(res.key, None))
-
-    def _settle_failed(self, cid: int, key: int, message: str, counted: bool = False) -> None:
-        """The request fails alone, with its own error line (written in order with the results)."""
-        if not counted:
-            with self.lock:
-                self.held[cid].outstanding += 1
-        log.warning("request %d failed: %s", key, message)
-        self.writer.put(self.id, {"b_id": key, "b_status": "failed", "b_response": None,
-                                  "b_error": {"code": "server_error", "message": message}, "b_out": 0, "b_cached": 0},
-                        lambda: self._settled(cid))
-
-    def _settled(self, cid: int) -> None:
-        """A result of the chunk was written (or given up on): release the chunk once it has them all."""
-        with self.lock:
-            if (held := self.held.get(cid)) is not None:
-                held.outstanding -= 1
-                self._maybe_release(cid)
-
-    # -- chunks ------------------------------------------------------------------------------------
-
-    def _maybe_release(self, cid: int) -> None:
-        """Release a chunk once it is fully fed and every admitted request settled (caller holds the lock)."""
-        held = self.held.get(cid)
-        if held is not None and held.fed and held.outstanding <= 0:
-            self._give_back(cid, undo_claim=self.stop.is_set())
-
-    def _give_back(self, cid: int, undo_claim: bool = True) -> None:
-        """Drop the chunk; the database says done or pending (caller holds the lock)."""
-        held = self.held.pop(cid)
-        if held.lost:
-            return
-        try:
-            claims.release(self.sessions, cid, self.id, undo_claim=undo_claim)
-        except Exception:
-            log.exception("could not release chunk %d; it runs again once its lease lapses", cid)
+    # -- stop and heartbeat --------------------------------------------------------------------------
 
     def _give_back_all(self) -> None:
-        self._forget_ahead()
-        with self.lock:
-            for cid in list(self.held):
-                self._give_back(cid)
-        self.meta.clear()
-        self.bodies.clear()
-        with self.lock:
-            self.losses += 1
-        self.suspects.clear()
+        self.ledger.give_back_all()
+        self.sink.clear()
+        self.poison.suspects.clear()
 
     def _shut_down(self) -> None:
         """Clean stop: write what the engine produced, then hand back every chunk still held."""
-        self.writer.drain(self.id)
+        self.sink.drain()
         self._give_back_all()
 
     def _heartbeat(self) -> None:
@@ -392,11 +281,6 @@ class WorkerService(PoisonRequests):
                     s.execute(update(Worker).where(Worker.id == self.id).values(
                         heartbeat_at=time.time(), running_sequences=load.running_sequences,
                         kv_used_tokens=load.kv_used_tokens, interactive_share=self.share.value()))
-                for cid, held in list(self.held.items()):
-                    if not held.lost and not claims.renew(self.sessions, cid, self.id, self.settings.lease_seconds):
-                        log.warning("lost the lease on chunk %d; dropping its unfinished work", cid)
-                        held.lost = True
-                        with self.lock:         # after the flag: an engine that sees the new epoch sees it
-                            self.losses += 1
+                self.ledger.renew()
             except Exception:
                 log.exception("heartbeat failed")
