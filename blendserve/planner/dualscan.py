@@ -88,67 +88,42 @@ def dual_scan(comp: np.ndarray, mem: np.ndarray, tokens: np.ndarray, shared: np.
     """
     n = len(kv)
     win = _Windows(comp, mem, tokens, shared, kv, capacity)
-    b = np.asarray(kv, dtype=np.float64).tolist()
-    life = np.maximum(np.asarray(life, dtype=np.float64), 1.0).tolist()
     tokens = np.asarray(tokens, dtype=np.float64)
     fresh = np.divide(tokens - shared, tokens, out=np.ones_like(tokens), where=tokens > 0)
     balanced = bool(np.isfinite(rho_target))
     weight = ((comp * fresh) - (rho_target * mem if balanced else 0.0)).tolist()
-    rho_left, rho_right, right_end, left_end = win.rho_left, win.rho_right, win.right_end, win.left_end
-    out_pos = [0] * n
-    out_side = bytearray(n)
-    out_share = [0.0] * n
-    out_held = [0.0] * n
-    out_alone = bytearray(n)
+    out = ([0] * n, bytearray(n), [0.0] * n, [0.0] * n, bytearray(n))
+    _scan(win, np.asarray(kv, dtype=np.float64).tolist(), np.maximum(np.asarray(life, dtype=np.float64), 1.0).tolist(),
+          weight, capacity, rho_target, balanced, out)
+    pos, side, share, held, alone = out
+    return ScanResult(np.array(pos, dtype=np.int64), np.frombuffer(bytes(side), dtype=np.int8).copy(),
+                      np.array(share, dtype=np.float64), np.array(held, dtype=np.float64),
+                      np.frombuffer(bytes(alone), dtype=np.bool_).copy())
+
+
+def _scan(win: _Windows, b: list[float], life: list[float], weight: list[float], capacity: float,
+          rho_target: float, balanced: bool, out: tuple) -> None:
+    """The simulation in engine steps, filling `out` (positions, sides, shares, held, alone) in admission
+    order. Plain local scalars per side (0 = left, 1 = right): h KV bytes held, r requests running, t the
+    earliest step of the side's next admission (pacing), m its memory share."""
     heap: list[tuple[float, int, int, float]] = []
-    push, pop = heapq.heappush, heapq.heappop
-    # Hot loop: plain local scalars per side (0 = left, 1 = right), no helper calls.
-    h0 = h1 = 0.0            # KV bytes held
-    r0 = r1 = 0              # requests running
-    t0 = t1 = 0.0            # pacing: earliest step of the next admission
-    m0, m1 = capacity, 0.0   # memory shares
-    now = 0.0
-    excess = 0.0             # admitted (1 - s) Comp - rho_t Mem
-    i, k, a = 0, n - 1, 0
+    h0 = h1 = t0 = t1 = now = excess = 0.0     # excess: admitted (1 - s) Comp - rho_t Mem
+    r0 = r1 = 0
+    m0, m1 = capacity, 0.0
+    i, k, a = 0, len(b) - 1, 0
     blk_i = blk_k = -1
     while i <= k:
         if i >> _SPLIT_SHIFT != blk_i or k >> _SPLIT_SHIFT != blk_k:
             blk_i, blk_k = i >> _SPLIT_SHIFT, k >> _SPLIT_SHIFT
-            if right_end[i] > left_end[k]:                 # windows overlap: one remaining range
-                r = float(win.rho(i, k + 1))
-                m0, m1 = perf.memory_split(capacity, rho_target, r, r)
-            else:
-                m0, m1 = perf.memory_split(capacity, rho_target, rho_left[i], rho_right[k])
-        moved = False
-        # left cursor: its turn while the admitted work is not denser than the target
-        while (i <= k and m0 > 0 and now >= t0 and (excess <= 0 or not balanced or m1 <= 0)
-               and (h0 + b[i] <= m0 or r0 == 0) and i >> _SPLIT_SHIFT == blk_i):
-            bj, lj = b[i], life[i]
-            out_alone[a] = h0 + bj > m0
-            h0 += bj
-            r0 += 1
-            t0 = (now if now > t0 else t0) + bj * lj / m0
-            excess += weight[i]
-            push(heap, (now + lj, i, 0, bj))
-            out_pos[a], out_share[a], out_held[a] = i, m0, h0
-            a += 1
-            i += 1
-            moved = True
-        # right cursor: its turn while the admitted work is not sparser than the target
-        while (i <= k and m1 > 0 and now >= t1 and (excess >= 0 or not balanced or m0 <= 0)
-               and (h1 + b[k] <= m1 or r1 == 0) and k >> _SPLIT_SHIFT == blk_k):
-            bj, lj = b[k], life[k]
-            out_alone[a] = h1 + bj > m1
-            h1 += bj
-            r1 += 1
-            t1 = (now if now > t1 else t1) + bj * lj / m1
-            excess += weight[k]
-            push(heap, (now + lj, k, 1, bj))
-            out_pos[a], out_side[a], out_share[a], out_held[a] = k, 1, m1, h1
-            a += 1
-            k -= 1
-            moved = True
-        if moved:
+            m0, m1 = _shares(win, i, k, capacity, rho_target)
+        before = a
+        if now >= t0 and m0 > 0:       # the cheap half of _admit's rules first: most passes admit nothing
+            i, h0, r0, t0, excess, a = _admit(0, i, i, k, blk_i, h0, r0, t0, m0, m1, now, excess, balanced,
+                                              b, life, weight, heap, out, a)
+        if now >= t1 and m1 > 0:
+            k, h1, r1, t1, excess, a = _admit(1, k, i, k, blk_k, h1, r1, t1, m1, m0, now, excess, balanced,
+                                              b, life, weight, heap, out, a)
+        if a > before:
             continue
         # Advance to the next finish, or to the next pacing slot of a side whose turn it is and whose request fits.
         wake = now
@@ -158,7 +133,7 @@ def dual_scan(comp: np.ndarray, mem: np.ndarray, tokens: np.ndarray, shared: np.
                 and (wake == now or t1 < wake)):
             wake = t1
         if heap and (wake == now or heap[0][0] <= wake):
-            now, _, s, freed = pop(heap)
+            now, _, s, freed = heapq.heappop(heap)
             if s == 0:
                 r0 -= 1
                 h0 = h0 - freed if r0 else 0.0
@@ -169,6 +144,34 @@ def dual_scan(comp: np.ndarray, mem: np.ndarray, tokens: np.ndarray, shared: np.
             now = wake
         else:                                  # nothing runs and the balance blocks: let either side go
             balanced = False
-    return ScanResult(np.array(out_pos, dtype=np.int64), np.frombuffer(bytes(out_side), dtype=np.int8).copy(),
-                      np.array(out_share, dtype=np.float64), np.array(out_held, dtype=np.float64),
-                      np.frombuffer(bytes(out_alone), dtype=np.bool_).copy())
+
+
+def _shares(win: _Windows, i: int, k: int, capacity: float, rho_target: float) -> tuple[float, float]:
+    """The two sides' memory shares for the cache-full under each cursor (one range once the windows overlap)."""
+    if win.right_end[i] > win.left_end[k]:
+        r = float(win.rho(i, k + 1))
+        return perf.memory_split(capacity, rho_target, r, r)
+    return perf.memory_split(capacity, rho_target, win.rho_left[i], win.rho_right[k])
+
+
+def _admit(side: int, j: int, lo: int, hi: int, blk: int, h: float, r: int, t: float, m: float, other_m: float,
+           now: float, excess: float, balanced: bool, b: list[float], life: list[float], weight: list[float],
+           heap: list, out: tuple, a: int) -> tuple[int, float, int, float, float, int]:
+    """Admit from one cursor (left: j rising, right: j falling, within [lo, hi]) while memory, pacing and
+    balance allow (dual_scan's rules): the left side while the admitted work is not denser than the target,
+    the right while it is not sparser. Returns the cursor, h, r, t, the excess and the admissions so far."""
+    step, sign = (1, 1.0) if side == 0 else (-1, -1.0)
+    pos, sides, share, held, alone = out
+    while (lo <= j <= hi and m > 0 and now >= t and (sign * excess <= 0 or not balanced or other_m <= 0)
+           and (h + b[j] <= m or r == 0) and j >> _SPLIT_SHIFT == blk):
+        bj, lj = b[j], life[j]
+        alone[a] = h + bj > m
+        h += bj
+        r += 1
+        t = (now if now > t else t) + bj * lj / m
+        excess += weight[j]
+        heapq.heappush(heap, (now + lj, j, side, bj))
+        pos[a], sides[a], share[a], held[a] = j, side, m, h
+        a += 1
+        j += step
+    return j, h, r, t, excess, a
