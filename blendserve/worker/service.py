@@ -83,7 +83,7 @@ class WorkerService:
         BLENDSERVEWORKER_PORT + r (any free port when that is 0)."""
         self.settings, self.engine = settings, engine
         self.fingerprint = engine_fingerprint(engine)     # each result's system_fingerprint
-        upgrade(settings.db_url)
+        upgrade(settings.db_url, settings)
         self.sessions = make_sessionmaker(shared_engine(settings.db_url, settings.db_pool_size))
         self.id = new_id("worker_")
         self.stop = threading.Event()
