@@ -84,7 +84,7 @@ class CpuCore:
         done += self.ready
         self.ready = []
         for seq in done:
-            if (result := self.engine._result(seq)) is not None:
+            if (result := self.engine.results.of(seq)) is not None:
                 yield result
 
     def close(self) -> None:

@@ -3,14 +3,14 @@
 Each step (``Scheduler.schedule``) picks every running sequence's next
 tokens and the first chunks of newly admitted ones, within a token budget;
 the model runs them all in one forward pass; the sequences whose chunk
-reached their end sample a token. Results are yielded as sequences finish.
-So the order in which the planner feeds requests changes the engine's speed
-the way it does on a GPU engine: prefix order keeps the block cache hitting,
-and a blend of long prompts and long outputs fills steps with both.
+reached their end sample a token. Results are yielded as sequences finish
+(``core.py`` runs one stream through the engines' one driver). So the order
+in which the planner feeds requests changes the engine's speed the way it
+does on a GPU engine: prefix order keeps the block cache hitting, and a
+blend of long prompts and long outputs fills steps with both.
 
-Unless ``BLENDSERVE_SPECULATIVE=off``, in steps of few sequences a decoding
-sequence's chunk carries a prompt-lookup draft, verified in the same step
-(``speculative.py``).
+Unless speculation is off, in steps of few sequences a decoding sequence's
+chunk carries a prompt-lookup draft, verified in the same step (``speculative.py``).
 
 ``BLENDSERVE_CPU_DEVICE`` puts the weights and the KV pool on another torch
 device (a GPU): a step's inputs (token ids, positions, block tables) go there
@@ -35,6 +35,7 @@ from blendserve.worker.engines.cpu.id_tokenizer import IdTokenizer
 from blendserve.worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
 from blendserve.worker.engines.cpu.model import ROW_BLOCK, Llama, default_dtype
 from blendserve.worker.engines.cpu.native import paged_decode
+from blendserve.worker.engines.cpu.results import Results
 from blendserve.worker.engines.cpu.sampler import SamplingState, sample
 from blendserve.worker.engines.cpu.scheduler import ScheduledChunk, Scheduler, Sequence, Step
 from blendserve.worker.engines.cpu.speculative import PromptLookup, SpecConfig, SpecStats
@@ -116,7 +117,7 @@ class CpuEngine:
         self.spec_stats = SpecStats()
         self.grammars: Grammars | None = None      # made at the first constrained request (xgrammar's vocab scan)
         self.names = TokenNames(self.tokenizer)
-        self._choices: dict[int, list[Sequence | None]] = {}   # an n > 1 request's finished choices, by key
+        self.results = Results(self.tokenizer, self.eos, self.names, self.fingerprint)
 
     def _fresh_cache(self) -> None:
         m = self.model
@@ -140,7 +141,7 @@ class CpuEngine:
         return "cpu" if self.device.type == "cpu" else device_profile()
 
     def close(self) -> None:
-        self._fresh_cache()
+        self._fresh_cache()    # the pool's memory goes back at once (a GPU's especially)
 
     def stats(self) -> EngineStats:
         """Running sequences and KV tokens they hold (blocks not free), for the worker's heartbeat."""
@@ -148,12 +149,11 @@ class CpuEngine:
         return EngineStats(running, (self.blocks.num_blocks - self.blocks.free_blocks) * self.block_size)
 
     @torch.inference_mode()
-    def generate(self, requests: Iterable[GenRequest],
-                 cancelled: Callable[[int], bool] | None = None,
+    def generate(self, requests: Iterable[GenRequest], cancelled: Callable[[int], bool] | None = None,
                  urgent: Callable[[], list[GenRequest]] | None = None,
                  cancel_epoch: Callable[[], int] | None = None) -> Iterator[GenResult]:
         torch.set_num_threads(self.threads)    # in the thread that runs the steps: see worker/engines/threads.py
-        self._choices.clear()
+        self.results.choices.clear()
         yield from drive(CpuCore(self), requests, cancelled, urgent, cancel_epoch)
 
     def _sequence(self, request: GenRequest) -> Sequence:
@@ -176,7 +176,7 @@ class CpuEngine:
         seq = choice(0)
         if p.n > 1:
             seq.forks = [choice(i) for i in range(1, p.n)]
-            self._choices[request.key] = [None] * p.n
+            self.results.expect(request.key, p.n)
         if p.max_tokens <= 0 or len(ids) >= self.context:
             seq.finish_reason, seq.cached_tokens = "length", 0
         return seq
@@ -297,42 +297,3 @@ class CpuEngine:
                 return
         if len(seq.output) >= request.params.max_tokens or len(seq.tokens) >= self.context:
             seq.finish_reason = "length"
-
-    def _result(self, seq: Sequence) -> GenResult | None:
-        """The request's result once all its choices finished (None while some still run)."""
-        if seq.forks:                     # ended before its first token (too long): so do the other choices
-            forks, seq.forks = seq.forks, None
-            for fork in forks:
-                fork.finish_reason, fork.cached_tokens = seq.finish_reason, 0
-                self._result(fork)
-        group = self._choices.get(seq.key)
-        if group is None:
-            return self._one(seq)
-        group[seq.choice] = seq
-        if any(s is None for s in group):
-            return None
-        del self._choices[seq.key]
-        first, *rest = (self._one(s) for s in group)
-        first.choices = rest
-        first.__post_init__()             # completion tokens of every choice
-        return first
-
-    def _one(self, seq: Sequence) -> GenResult:
-        text = seq.text
-        if text is None:
-            text = self.tokenizer.decode(seq.output, skip_special_tokens=True)
-        logprobs = None
-        if (noted := seq.state[1].logprobs) is not None:
-            if noted and noted[-1][0] in self.eos and seq.finish_reason == "stop":
-                noted = noted[:-1]        # the end-of-sequence token is not part of the text
-            logprobs = [self.names.entry(t, lp, top) for t, lp, top in noted]
-        return GenResult(
-            key=seq.key,
-            output_ids=seq.output,
-            text=text,
-            finish_reason=seq.finish_reason,
-            prompt_tokens=seq.prompt_len,
-            cached_tokens=seq.cached_tokens or 0,
-            logprobs=logprobs,
-            fingerprint=self.fingerprint,
-        )
