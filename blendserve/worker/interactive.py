@@ -27,7 +27,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from blendserve.core.config import WORKER_SECRET_HEADER
-from blendserve.core.ids import new_id
 from blendserve.protocol.bodies import check_interactive
 from blendserve.protocol.fields import BodyError, ModelInfo
 from blendserve.protocol.requests import RequestBody
@@ -36,12 +35,9 @@ from blendserve.worker.engines.base import GenRequest, GenResult
 from blendserve.worker.http_io import Call, TextStream, error_body, send_json
 from blendserve.worker.lane import Lane
 from blendserve.worker.responses import (
-    chat_logprobs,
-    chat_message,
-    completion_logprobs,
     response_body,
-    usage,
 )
+from blendserve.worker.sse import ChunkStream
 
 log = logging.getLogger("blendserve.worker")
 
@@ -184,81 +180,18 @@ class InteractiveServer:
 
     def _stream(self, h: BaseHTTPRequestHandler, call: Call, texts: list[TextStream], include_usage: bool,
                 logprobs: bool) -> None:
-        """Server-sent chunks, OpenAI's way: per choice (``index``), a role delta first (chat), then text deltas,
-        each with the log-probabilities of the tokens it carries when asked; a forced call streams as
-        ``tool_calls`` deltas (a named function's arguments as they come; under "required" over several
-        functions the whole call at the end, once its name is known); then each choice's finish_reason."""
-        chat = call.endpoint == "/v1/chat/completions"
-        cid, created = new_id("chatcmpl-" if chat else "cmpl-"), int(time.time())
-        tool = call.tool if chat else None
-        offsets = [0] * len(texts)       # completions: characters of tokens already listed, for text_offset
-
-        def send(choices: list[dict], use: dict | None = None) -> None:
-            body = {"id": cid, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
-                    "model": self.model_name, "system_fingerprint": self.fingerprint, "choices": choices}
-            if include_usage:
-                body["usage"] = use
-            h.wfile.write(b"data: " + json.dumps(body).encode() + b"\n\n")
-            h.wfile.flush()
-
-        def piece(i: int, text: str | None, entries: list | None = None, finish: str | None = None,
-                  delta: dict | None = None) -> dict:
-            lp = None
-            if logprobs and entries is not None:
-                lp = chat_logprobs(entries) if chat else completion_logprobs(entries, offsets[i])
-                offsets[i] += sum(len(e.token) for e in entries if not e.token.startswith("bytes:"))
-            if not chat:
-                return {"index": i, "text": text or "", "logprobs": lp, "finish_reason": finish}
-            if delta is None:
-                delta = {} if text is None else (
-                    {"tool_calls": [{"index": 0, "function": {"arguments": text}}]} if tool is not None
-                    else {"content": text})
-            return {"index": i, "delta": delta, "logprobs": lp, "finish_reason": finish}
-
-        h.send_response(200)
-        h.send_header("Content-Type", "text/event-stream")
-        h.send_header("Cache-Control", "no-cache")
-        h.end_headers()
-        if chat:
-            for i in range(len(texts)):
-                first = {"role": "assistant", "content": ""}
-                if tool is not None and tool.name is not None:
-                    first = {"role": "assistant", "content": None, "tool_calls": [
-                        {"index": 0, "id": new_id("call_"), "type": "function",
-                         "function": {"name": tool.name, "arguments": ""}}]}
-                elif tool is not None:
-                    first = {"role": "assistant", "content": None}
-                send([piece(i, None, delta=first)])
-        held = tool is not None and tool.name is None
+        """Server-sent chunks, OpenAI's way (worker/sse.py), as the engine's tokens come."""
+        out = ChunkStream(h, call.endpoint, self.model_name, self.fingerprint, call.tool, len(texts),
+                          include_usage, logprobs)
+        out.begin()
         while True:
             kind, value = call.next(h)
             if kind == "tokens":
                 i, ids, entries = value if isinstance(value, tuple) else (0, value, None)
-                delta = texts[i].add(ids)
-                if held:
-                    delta = ""
-                if delta or (logprobs and entries):
-                    send([piece(i, delta or ("" if not chat else None), entries)])
+                out.tokens(i, texts[i].add(ids), entries)
             elif kind == "error":
-                stopping = error_body(value, "worker_stopping", None, "server_error")
-                h.wfile.write(b"data: " + json.dumps(stopping).encode() + b"\n\n")
-                return
+                return out.error(value)
             else:
-                for i, r in enumerate([value, *value.choices]):
-                    message, finish = chat_message(r, tool) if chat else ({}, r.finish_reason)
-                    if held:        # the whole answer at once: its text, then its calls
-                        calls = message.get("tool_calls") or []
-                        delta = {"content": message["content"]} if message.get("content") else {}
-                        if calls:
-                            delta["tool_calls"] = [{"index": k, **c} for k, c in enumerate(calls)]
-                        send([piece(i, None, delta=delta or {"content": r.text})])
-                    elif rest := texts[i].close(r.text):
-                        send([piece(i, rest)])
-                    send([piece(i, None if chat else "", finish=finish)])
-                if include_usage:
-                    send([], use=usage(value))
-                h.wfile.write(b"data: [DONE]\n\n")
-                h.wfile.flush()
-                return
+                return out.finish(value, texts)
 
 
