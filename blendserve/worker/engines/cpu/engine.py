@@ -72,11 +72,8 @@ class CpuEngine:
         speculative: SpecConfig = DEFAULT_SPEC,
         config: CpuEngineSettings,
     ) -> None:
-        """Knobs left unset come from ``config`` (the deployment's BLENDSERVE_CPU_* settings), speculation
-        from ``speculative`` (the worker passes BLENDSERVE_SPECULATIVE's choice, prompt lookup where unset).
-
-        ``kv_capacity_tokens``, when given, sizes the pool in tokens instead of ``kv_gb``.
-        """
+        """Knobs left unset come from ``config`` (the deployment's BLENDSERVE_CPU_* settings), speculation from
+        ``speculative``; ``kv_capacity_tokens``, when given, sizes the pool in tokens instead of ``kv_gb``."""
         cfg = config
         self.model_name = model_name
         self.threads = threads or cfg.threads or DEFAULT_THREADS
