@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from blendserve.core.config import Settings
-from blendserve.scheduler.planning import cut_chunks
+from blendserve.scheduler.chunks import cut_chunks
 
 
 def test_generation_is_cut_by_request_count() -> None:

@@ -40,13 +40,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
-from sqlalchemy import and_, bindparam, delete, func, insert, or_, select, text, update
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from blendserve.core.config import Settings
 from blendserve.core.models import Batch, Chunk, Request, Worker
 from blendserve.scheduler import priority, rounds
 from blendserve.scheduler.backoff import Backoff
+from blendserve.scheduler.chunks import write_chunks
 from blendserve.scheduler.fencing import LostLease
 
 log = logging.getLogger("blendserve.scheduler")
@@ -201,54 +202,19 @@ def plan_round(sessions: sessionmaker[Session], settings: Settings, policy: Poli
     return n
 
 
-_MOVE = (update(Request)
-         .where(Request.id == bindparam("b_id"),
-                or_(Request.status == "pending",
-                    and_(Request.status == "planned", Request.chunk_id == bindparam("b_old"))))
-         .values(chunk_id=bindparam("b_chunk"), position=bindparam("b_pos"), status="planned"))
-# PostgreSQL: the same in one statement, the round's rows as arrays. A pipeline of one UPDATE per row
-# took most of a round: ~0.8 s for 8,000 requests, a third of the scheduler's tick while a million-request
-# batch ran, which held the rate below what 64 ranks asked for.
-_MOVE_PG = text("""
-UPDATE requests AS r SET chunk_id = v.chunk, position = v.pos, status = 'planned'
-FROM unnest(CAST(:ids AS bigint[]), CAST(:olds AS integer[]), CAST(:chunks AS integer[]), CAST(:pos AS integer[]))
-     AS v(id, old, chunk, pos)
-WHERE r.id = v.id AND (r.status = 'pending' OR (r.status = 'planned' AND r.chunk_id = v.old))""")
+@dataclass
+class _Snapshot:
+    """What a round read of one model, in one snapshot."""
+    rows: list
+    unclaimed: list[int]           # pending chunks the round dissolves (none when incremental)
+    front: int | None              # incremental: the first seq of the backlog left in place
+    backlog: int                   # requests in pending chunks
+    incremental: bool
+    history: tuple | None
+    workers: list
 
 
-def _move(s: Session, moves: list[dict]) -> None:
-    """Put each request into its new chunk at its position; a request no longer pending, or planned in
-    a chunk other than the one this round read (claimed meanwhile), is left alone."""
-    if s.get_bind().dialect.name == "postgresql":
-        s.execute(_MOVE_PG, {k: [m[c] for m in moves] for k, c in
-                             (("ids", "b_id"), ("olds", "b_old"), ("chunks", "b_chunk"), ("pos", "b_pos"))})
-    else:
-        s.connection().execute(_MOVE, moves)
-
-
-def cut_chunks(order: np.ndarray, max_tokens: np.ndarray, prompt_tokens: np.ndarray,
-               settings: Settings) -> list[list[int]]:
-    """A piece's plan order cut into chunks, the unit a worker claims, leases and releases.
-
-    A chunk holds `chunk_requests` requests. Requests that decode nothing
-    (embeddings) are cut by their prompt tokens instead, `chunk_prefill_tokens`
-    a chunk (at least one request): 32 embedding lines are a few hundred
-    tokens, a sliver of one engine step, and an engine that took a step's worth
-    of them would wait for a claim's transaction twenty times a step.
-    """
-    if not len(order):
-        return []
-    if max_tokens[order].any():
-        size = settings.chunk_requests
-        return [order[i:i + size].tolist() for i in range(0, len(order), size)]
-    ends = np.cumsum(prompt_tokens[order])
-    starts = np.unique(np.searchsorted(ends, np.arange(settings.chunk_prefill_tokens, int(ends[-1]),
-                                                         settings.chunk_prefill_tokens), side="left") + 1)
-    return [part.tolist() for part in np.split(order, starts[starts < len(order)]) if len(part)]
-
-
-def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session], settings: Settings,
-                policy: Policy, model: str, now: float) -> int:
+def _read(readers: sessionmaker[Session], settings: Settings, policy: Policy, model: str, now: float) -> _Snapshot:
     with readers() as s, s.begin():            # one snapshot for everything the round reads
         pending_chunks = s.execute(select(Chunk.id, Chunk.size, Chunk.seq)
                                    .where(Chunk.model == model, Chunk.status == "pending")).all()
@@ -270,65 +236,61 @@ def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session],
              .order_by(Batch.created_at, Batch.id, Request.line))
         rows = s.execute(q.limit(settings.plan_window) if incremental else q).all()
         history = _history(s, model) if policy.needs_prompts and rows else None
-        workers = live_workers(s, model, settings.lease_seconds, now)
-    if not rows:
-        if unclaimed:
-            with sessions.begin() as s:
-                s.execute(delete(Chunk).where(Chunk.id.in_(unclaimed), Chunk.status == "pending"))
-        return 0
+        return _Snapshot(rows, unclaimed, front, backlog, incremental, history,
+                         live_workers(s, model, settings.lease_seconds, now))
+
+
+def _round(snap: _Snapshot, policy: Policy, model: str) -> Round:
+    rows = snap.rows
     batch_order = {b: i for i, b in enumerate(dict.fromkeys(r[3] for r in rows))}
-    rnd = Round(model=model, ids=np.array([r[0] for r in rows], dtype=np.int64),
-                fresh=np.array([r[1] == "pending" for r in rows]),
-                batch_rank=np.array([batch_order[r[3]] for r in rows]), line=np.array([r[4] for r in rows]),
-                expires_at=np.array([r[5] for r in rows], dtype=np.float64),
-                max_tokens=np.array([r[6] for r in rows], dtype=np.int64),
-                prompts=[r[11] for r in rows] if policy.needs_prompts else None,
-                history=history, workers=workers)
-    old_chunk = [r[7] if r[1] == "planned" else None for r in rows]
-    prompt_tokens = np.array([r[10] or 0 for r in rows], dtype=np.int64)
-    t0 = time.time()
+    return Round(model=model, ids=np.array([r[0] for r in rows], dtype=np.int64),
+                 fresh=np.array([r[1] == "pending" for r in rows]),
+                 batch_rank=np.array([batch_order[r[3]] for r in rows]), line=np.array([r[4] for r in rows]),
+                 expires_at=np.array([r[5] for r in rows], dtype=np.float64),
+                 max_tokens=np.array([r[6] for r in rows], dtype=np.int64),
+                 prompts=[r[11] for r in rows] if policy.needs_prompts else None,
+                 history=snap.history, workers=snap.workers)
+
+
+def _order(rnd: Round, snap: _Snapshot, settings: Settings, policy: Policy,
+           now: float) -> tuple[list[Piece], list[bool]]:
+    """The policy's pieces per priority class, urgent first, then high, normal, low; and for each piece whether
+    it goes ahead of the backlog an incremental round leaves in place (urgent and high work)."""
+    rows = snap.rows
     cls = priority.classes([r[8] for r in rows], [r[9] for r in rows], rnd.expires_at, now,
                            settings.urgent_horizon_s, priority.key_classes(settings.key_priorities))
     pieces, ahead = [], []
-    rounds.take_estimate(policy, model)        # drop what a failed round may have left
-    for c in np.unique(cls):                   # urgent, then high, normal, low; each ordered by the policy
+    for c in np.unique(cls):
         idx = np.flatnonzero(cls == c)
         sub = rnd if len(idx) == len(rows) else rnd.take(idx)
         got = [Piece(idx[p.order], p.rank) for p in policy.pieces(sub)]
         pieces += got
-        ahead += [bool(front is not None and c < priority.CLASS["normal"])] * len(got)
+        ahead += [bool(snap.front is not None and c < priority.CLASS["normal"])] * len(got)
+    assert sum(len(p.order) for p in pieces) == len(rows), "a policy must place every request exactly once"
+    return pieces, ahead
+
+
+def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session], settings: Settings,
+                policy: Policy, model: str, now: float) -> int:
+    snap = _read(readers, settings, policy, model, now)
+    if not snap.rows:
+        if snap.unclaimed:
+            with sessions.begin() as s:
+                s.execute(delete(Chunk).where(Chunk.id.in_(snap.unclaimed), Chunk.status == "pending"))
+        return 0
+    rows = snap.rows
+    rnd = _round(snap, policy, model)
+    t0 = time.time()
+    rounds.take_estimate(policy, model)        # drop what a failed round may have left
+    pieces, ahead = _order(rnd, snap, settings, policy, now)
     t_plan = time.time() - t0
     est = rounds.take_estimate(policy, model)
-    assert sum(len(p.order) for p in pieces) == len(rows), "a policy must place every request exactly once"
     with sessions.begin() as s:                # the short write: only what is still as it was read
-        still = set(s.scalars(select(Chunk.id).where(Chunk.id.in_(unclaimed), Chunk.status == "pending"))) \
-            if unclaimed else set()
-        if still:
-            s.execute(delete(Chunk).where(Chunk.id.in_(still)))
-        keep = [old_chunk[i] is None or old_chunk[i] in still for i in range(len(rows))]
-        chunks, parts = [], []
-        for piece, first in zip(pieces, ahead):
-            order = np.array([i for i in piece.order if keep[i]], dtype=np.int64)
-            for part in cut_chunks(order, rnd.max_tokens, prompt_tokens, settings):
-                chunks.append({"model": model, "rank": piece.rank, "status": "pending", "ahead": first,
-                               "size": len(part), "attempts": 0, "created_at": now})
-                parts.append(part)
-        # Plan order: after every chunk planned so far; urgent and high work of an incremental round
-        # goes ahead of the backlog it leaves in place (seq below the backlog's first).
-        n_ahead = sum(c["ahead"] for c in chunks)
-        after = (s.scalar(select(func.max(Chunk.seq))) or 0) + 1
-        before = (front if front is not None else after) - n_ahead
-        for c in chunks:
-            if c.pop("ahead"):
-                c["seq"], before = before, before + 1
-            else:
-                c["seq"], after = after, after + 1
-        if chunks:
-            ids = s.scalars(insert(Chunk).returning(Chunk.id, sort_by_parameter_order=True), chunks).all()
-            _move(s, [{"b_id": int(rnd.ids[i]), "b_old": old_chunk[i], "b_chunk": ids[k], "b_pos": pos}
-                      for k, part in enumerate(parts) for pos, i in enumerate(part)])
+        write_chunks(s, model, rnd.ids, [r[7] if r[1] == "planned" else None for r in rows], pieces, ahead,
+                     rnd.max_tokens, np.array([r[10] or 0 for r in rows], dtype=np.int64), snap.unclaimed,
+                     snap.front, settings, now)
         rounds.record(s, model, now, time.time() - now, len(rows), est)
     log.info("planned %d request(s) of %s in %d piece(s)%s: policy %.2fs, round %.2fs; %s", len(rows), model,
-             len(pieces), f", {backlog} left planned" if incremental else "", t_plan, time.time() - now,
-             rounds.describe(est))
+             len(pieces), f", {snap.backlog} left planned" if snap.incremental else "", t_plan,
+             time.time() - now, rounds.describe(est))
     return len(rows)
