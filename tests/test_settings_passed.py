@@ -23,7 +23,7 @@ ENTRY_MODULES = {
     "migrations/env.py",        # Alembic's own entry point when run by hand
 }
 ENTRY_FUNCTIONS = {
-    "doctor.py": {"main"},      # `blendserve doctor`: the machine's environment for its probes (CUDA_HOME)
+    "doctor/command.py": {"main"},   # `blendserve doctor`: the machine's environment for its probes (CUDA_HOME)
 }
 
 # The engines' own settings are passed in by their driver (worker/engines/driver.py); until then these
