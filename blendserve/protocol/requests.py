@@ -50,17 +50,18 @@ def _or(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
-def _stream_rules(body: dict, door: Door, options_rule: str) -> None:
-    """`stream` and `stream_options`: a boolean and an object beside it on an interactive call; a batch line
-    may not stream (the endpoint's own rules refuse it there)."""
+def _stream_rules(body: dict, door: Door, options_rule: str, usage: bool) -> None:
+    """`stream` and `stream_options`: a boolean and an object beside it on an interactive call (`usage`: one
+    whose `include_usage` is a boolean, chat's and completions' option); a batch line may not stream (the
+    endpoint's own rules refuse it there)."""
     if not door.interactive:
         return
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
         raise BodyError("invalid_value", f"'stream' must be a boolean, got {stream!r}.", "stream")
     options = body.get("stream_options")
-    if options is not None and (not stream or not isinstance(options, dict)
-                                or not isinstance(options.get("include_usage", False), bool)):
+    if options is not None and (not stream or not isinstance(options, dict) or (
+            usage and not isinstance(options.get("include_usage", False), bool))):
         raise BodyError("invalid_value", options_rule, "stream_options")
 
 
@@ -189,7 +190,7 @@ class ChatCompletionRequest(Sampling):
 
     @classmethod
     def check(cls, body: dict, door: Door) -> tuple[list[dict], int | None]:
-        _stream_rules(body, door, _STREAM_OPTIONS)
+        _stream_rules(body, door, _STREAM_OPTIONS, usage=True)
         sampled = {k: v for k, v in body.items() if k not in ("stream", "stream_options")} if door.interactive \
             else body
         check_sampling(sampled, CHAT, door.info.tool_calls)
@@ -219,7 +220,7 @@ class CompletionRequest(Sampling):
 
     @classmethod
     def check(cls, body: dict, door: Door) -> tuple[str | list[int], int]:
-        _stream_rules(body, door, _STREAM_OPTIONS)
+        _stream_rules(body, door, _STREAM_OPTIONS, usage=True)
         sampled = {k: v for k, v in body.items() if k not in ("stream", "stream_options")} if door.interactive \
             else body
         check_sampling(sampled, COMPLETIONS, door.info.tool_calls)
@@ -294,7 +295,7 @@ class ResponsesRequest(RequestBody):
     def check(cls, body: dict, door: Door) -> tuple[list[dict], int | None]:
         if not door.interactive and body.get("stream"):
             raise BodyError("stream_unsupported", "'stream': true is not allowed in a batch.", "stream")
-        _stream_rules(body, door, "'stream_options' must be an object, and only with 'stream': true.")
+        _stream_rules(body, door, "'stream_options' must be an object, and only with 'stream': true.", usage=False)
         return responses_api.check_responses(body)
 
     @property
@@ -310,7 +311,7 @@ class ResponsesRequest(RequestBody):
     @functools.cached_property
     def sampling(self) -> Sampling:
         """Its sampling settings in chat's words (`text.format` is chat's `response_format`)."""
-        return Sampling.model_validate(responses_api.chat_params(self.model_dump(exclude_unset=True)))
+        return Sampling.model_validate(responses_api.chat_params(self.params()))
 
     def sampling_params(self, max_tokens: int) -> SamplingParams:
         return self.sampling.sampling_params(max_tokens)

@@ -64,6 +64,12 @@ def test_the_rules_keep_openais_messages_and_params() -> None:
     assert refused(chat, {"model": "m", "messages": USER, "max_tokens": 0})[2] == "max_tokens"
 
 
+def test_a_value_the_rules_let_through_but_the_field_does_not_take_is_a_400() -> None:
+    """The rules leave `model` to the envelope (a batch line) or the API (a call); typed, it is a string."""
+    assert refused("/v1/chat/completions", {"model": 7, "messages": USER}, interactive=True) == (
+        "invalid_value", "'model': Input should be a valid string.", "model")
+
+
 def test_an_interactive_call_may_stream() -> None:
     body = {"model": "m", "messages": USER, "stream": True, "stream_options": {"include_usage": True}}
     assert parse("/v1/chat/completions", body, INFO, interactive=True).stream is True
