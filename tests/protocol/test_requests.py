@@ -131,3 +131,15 @@ def test_result_bodies_are_built_from_the_typed_request() -> None:
     resp = result_body("m", res, stored("/v1/responses", {"model": "m", "metadata": {"k": "v"}, "top_p": 0.5}))
     assert (resp["object"], resp["metadata"], resp["top_p"], resp["status"]) == ("response", {"k": "v"}, 0.5,
                                                                                    "completed")
+
+
+def test_a_batch_line_is_parsed_once_and_its_row_stores_the_models_params() -> None:
+    from blendserve.scheduler.validation import ValidRequest, validate
+
+    line = b'{"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "m", ' \
+           b'"messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 4, "temperature": 1, ' \
+           b'"metadata": {"k": "v"}}}'
+    [r] = validate([line], "/v1/chat/completions", {"m": INFO}, max_lines=10)
+    assert isinstance(r, ValidRequest) and isinstance(r.request, ChatCompletionRequest)
+    assert r.max_tokens == 4 and r.request.chat == USER
+    assert r.params() == {"model": "m", "max_completion_tokens": 4, "temperature": 1.0, "metadata": {"k": "v"}}
