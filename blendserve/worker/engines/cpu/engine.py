@@ -40,7 +40,7 @@ from blendserve.worker.engines.cpu.sampler import SamplingState, sample
 from blendserve.worker.engines.cpu.scheduler import ScheduledChunk, Scheduler, Sequence, Step
 from blendserve.worker.engines.cpu.speculative import PromptLookup, SpecConfig, SpecStats
 from blendserve.worker.engines.cpu.stops import StopChecker
-from blendserve.worker.engines.driver import drive
+from blendserve.worker.engines.driver import drive, stream_tokens
 from blendserve.worker.engines.logprobs import TokenNames
 from blendserve.worker.engines.threads import DEFAULT_THREADS, one_thread
 
@@ -277,13 +277,9 @@ class CpuEngine:
         sampling.record(token)
         if seq.forks:
             self._release(seq)
-        if request.on_tokens is not None:
-            if request.params.n > 1 or sampling.logprobs is not None:    # which choice, and what it was drawn from
-                noted = sampling.logprobs[-1] if sampling.logprobs and token not in self.eos else None
-                request.on_tokens([token], choice=seq.choice,
-                                  logprobs=[self.names.entry(*noted)] if noted is not None else None)
-            else:
-                request.on_tokens([token])
+        if request.on_tokens is not None:     # at once, from inside the step: a cut-in's first token waits for nothing
+            noted = sampling.logprobs[-1] if sampling.logprobs and token not in self.eos else None
+            stream_tokens(request, [token], seq.choice, [self.names.entry(*noted)] if noted is not None else None)
         if token in self.eos:
             seq.finish_reason = "stop"
             return
