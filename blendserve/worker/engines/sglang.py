@@ -172,20 +172,42 @@ class _SGLangCore(CoreDefaults):
         self.flight.clear()
 
 
-class SGLangEngine:
-    def __init__(self, model_path: Path, model_name: str, *, options: SglangSettings, tp: int = 1,
-                 speculative: SpecConfig | None = None, factory: Callable[..., Any] | None = None) -> None:
-        """`options`: the deployment's SGLang settings; `speculative`: its speculation (None: off); `factory`:
-        what builds the SGLang engine from keyword arguments (sglang.Engine)."""
+class SGLangBase:
+    """What SGLang's generation and embedding engines share: `sglang.Engine` started keeping the process's
+    logging, its KV pool from the start-up report, the one event loop, the device, and the shutdown."""
+
+    engine: Any
+    loop: asyncio.AbstractEventLoop
+
+    def _launch(self, factory: Callable[..., Any] | None, args: dict) -> None:
+        """`factory`: what builds the SGLang engine from keyword arguments (None: sglang.Engine)."""
         if factory is None:
             import sglang
 
             factory = sglang.Engine
+        self.engine = launch(factory, args)
+        self._capacity = int(scheduler_info(self.engine)["max_total_num_tokens"])
+
+    def _start_loop(self) -> None:
+        self.loop, self.thread = loop_thread(self.engine)
+
+    def hardware(self) -> str | None:
+        return device_profile()
+
+    def close(self) -> None:
+        self.engine.shutdown()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+class SGLangEngine(SGLangBase):
+    def __init__(self, model_path: Path, model_name: str, *, options: SglangSettings, tp: int = 1,
+                 speculative: SpecConfig | None = None, factory: Callable[..., Any] | None = None) -> None:
+        """`options`: the deployment's SGLang settings; `speculative`: its speculation (None: off); `factory`:
+        what builds the SGLang engine from keyword arguments (sglang.Engine)."""
         self.model_name = model_name
         self.options = options
         spec = speculative or SpecConfig()
-        self.engine = launch(factory, engine_args(Path(model_path), self.options, tp=tp, spec=spec))
-        self._capacity = int(scheduler_info(self.engine)["max_total_num_tokens"])
+        self._launch(factory, engine_args(Path(model_path), self.options, tp=tp, spec=spec))
         # What SGLang settled on (speculation turns mixing off and caps running requests), not what we asked:
         # engine.server_args keeps the raw input in 0.5.23; its resolution is resolved_dict().
         resolved = resolved_args(self.engine.server_args)
@@ -193,7 +215,7 @@ class SGLangEngine:
         self._step = int(resolved.get("chunked_prefill_size") or self.options.chunked_prefill_size)
         self._priorities = bool(resolved.get("enable_priority_scheduling"))
         self._vocab = int(self.engine.tokenizer_manager.model_config.vocab_size)
-        self.loop, self.thread = loop_thread(self.engine)
+        self._start_loop()
         # The scheduler's own running cap (SGLang's default is bounded by the KV pool), asked on the one loop.
         states = asyncio.run_coroutine_threadsafe(self.engine.tokenizer_manager.get_internal_state(),
                                                   self.loop).result(STATE_WAIT_S)
@@ -211,9 +233,6 @@ class SGLangEngine:
     def stats(self) -> EngineStats:
         """Requests handed to SGLang and not finished (some may wait in its queue); KV use: unknown here."""
         return EngineStats(len(self._flight))
-
-    def hardware(self) -> str | None:
-        return device_profile()
 
     def step_token_budget(self) -> int | None:
         """Tokens one mixed step runs (decodes + prefill chunk), what the planner paces a blend to; None when
@@ -291,7 +310,3 @@ class SGLangEngine:
     def _refused(r: GenRequest, message: str) -> GenResult:
         return GenResult(key=r.key, output_ids=[], text="", finish_reason="stop", prompt_tokens=len(r.input_ids),
                          cached_tokens=0, error=message)
-
-    def close(self) -> None:
-        self.engine.shutdown()
-        self.loop.call_soon_threadsafe(self.loop.stop)

@@ -49,18 +49,16 @@ import numpy as np
 
 from blendserve.core.config import SglangSettings
 from blendserve.core.embedstore import normalizes, pooling
-from blendserve.worker.engines.base import EngineStats, GenRequest, device_profile
+from blendserve.worker.engines.base import EngineStats, GenRequest
 from blendserve.worker.engines.driver import CoreDefaults, Feed, drive
 from blendserve.worker.engines.embed.engine import EmbedResult
 from blendserve.worker.engines.pooled import Pending
 from blendserve.worker.engines.sglang import (
     CANCEL_SWEEP_S,
     URGENT_POLL_S,
+    SGLangBase,
     drain,
-    launch,
-    loop_thread,
     resolved_args,
-    scheduler_info,
 )
 from blendserve.worker.engines.sglang_args import engine_args
 
@@ -182,28 +180,23 @@ class _EmbedCore(CoreDefaults):
                 fut.cancel()
 
 
-class SGLangEmbeddingEngine:
+class SGLangEmbeddingEngine(SGLangBase):
     def __init__(self, model_path: Path, model_name: str, *, options: SglangSettings, tp: int = 1,
                  factory: Callable[..., Any] | None = None) -> None:
         """`options`: the deployment's SGLang settings; `factory`: what builds the SGLang engine from keyword
         arguments (sglang.Engine)."""
         import torch
 
-        if factory is None:
-            import sglang
-
-            factory = sglang.Engine
         self.model_name = model_name
         self.options = options
         os.environ["SGLANG_EXTERNAL_MODEL_PACKAGE"] = MODEL_PACKAGE       # read by the spawned scheduler
         cuda = self.options.device in ("", "cuda") and torch.cuda.is_available()
-        self.engine = launch(factory, embedding_args(Path(model_path), self.options, tp=tp, cuda=cuda))
-        self._capacity = int(scheduler_info(self.engine)["max_total_num_tokens"])
+        self._launch(factory, embedding_args(Path(model_path), self.options, tp=tp, cuda=cuda))
         resolved = resolved_args(self.engine.server_args)      # 0.5.23: server_args keeps the raw input
         self._step = min(int(resolved.get("max_prefill_tokens") or self._capacity), self._capacity)
         running = resolved.get("max_running_requests")
         self._count_cap = 2 * int(running) if running else None
-        self.loop, self.thread = loop_thread(self.engine)
+        self._start_loop()
         self._inputs = 0        # inputs handed to SGLang and not finished
         self._tokens = 0        # their tokens
 
@@ -214,15 +207,8 @@ class SGLangEmbeddingEngine:
     def step_token_budget(self) -> int:
         return self._step
 
-    def hardware(self) -> str | None:
-        return device_profile()
-
     def stats(self) -> EngineStats:
         return EngineStats(running_sequences=self._inputs, kv_used_tokens=0)
-
-    def close(self) -> None:
-        self.engine.shutdown()
-        self.loop.call_soon_threadsafe(self.loop.stop)
 
     def generate(self, requests: Iterable[GenRequest], cancelled: Callable[[int], bool] | None = None,
                  urgent: Callable[[], list[GenRequest]] | None = None,
