@@ -24,7 +24,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -32,11 +31,10 @@ from pydantic import ValidationError
 from blendserve.core.config import PLANNERS, Settings
 from blendserve.core.heap import freeze_startup_heap
 from blendserve.core.logs import configure as configure_logging
+from blendserve.process import SETTINGS_FILE, exit_now, run_until_signal, stop_children, stop_on_signal, write_settings
 
 log = logging.getLogger("blendserve")
 
-STOP_GRACE_S = 8.0
-SETTINGS_FILE = "serve-settings.json"   # in the data dir: what `serve` hands its roles (keys included: mode 0600)
 # Set for `serve` and its roles (and a worker started alone) unless already set: the progress bars and load
 # reports of the model libraries, which a role's one start line replaces.
 QUIET_START = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
@@ -67,18 +65,6 @@ def load_settings(file: Path | None = None, data_dir: str | None = None, databas
         return Settings(**flags)
     except ValidationError as e:
         raise SystemExit(f"blendserve: invalid setting\n{e}") from None
-
-
-def write_settings(settings: Settings) -> Path:
-    """The settings file `serve` starts its roles with, readable by this user alone (it holds the keys)."""
-    path = settings.data_dir / SETTINGS_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(settings.model_dump_json())
-    os.replace(tmp, path)
-    return path
 
 
 def _host(settings: Settings, host: str) -> str:
@@ -113,44 +99,6 @@ def cmd_api(args: argparse.Namespace, s: Settings) -> int:
     return 0
 
 
-def _stop_on_signal(stop: threading.Event) -> None:
-    """SIGTERM/SIGINT set `stop`, once.
-
-    A Python signal handler runs in the main thread between two bytecodes,
-    possibly while that thread holds the Event's own (non-reentrant) lock inside
-    Event.wait: calling stop.set() there can deadlock. So the handler sets it from
-    a new thread. A second signal (Ctrl-C reaches the whole process group, and
-    `serve` then sends SIGTERM too) finds it set, or about to be, and does nothing.
-    """
-    def handler(*_) -> None:
-        if not stop.is_set():
-            threading.Thread(target=stop.set, name="stop", daemon=True).start()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, handler)
-
-
-def _run_until_signal(run) -> int:
-    stop = threading.Event()
-    _stop_on_signal(stop)
-    run(stop)
-    return 0
-
-
-def _exit_now(code: int) -> None:
-    """Exit without interpreter finalisation, once the role has stopped cleanly.
-
-    Measured: after a clean stop, the scheduler and the CPU worker sometimes hung
-    for good in native code while the interpreter finalised (garbage collection of
-    tokenizer/torch objects), so `serve` had to kill them. Everything that matters
-    is in the database by then; only the logs need flushing.
-    """
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 def cmd_scheduler(args: argparse.Namespace, s: Settings) -> int:
     from blendserve.scheduler.service import Scheduler
 
@@ -160,11 +108,11 @@ def cmd_scheduler(args: argparse.Namespace, s: Settings) -> int:
     try:
         scheduler = Scheduler(s)
         freeze_startup_heap()
-        code = _run_until_signal(scheduler.run)
+        code = run_until_signal(scheduler.run)
     except BaseException:
         log.exception("the scheduler failed")
     finally:
-        _exit_now(code)
+        exit_now(code)
     return code
 
 
@@ -202,7 +150,7 @@ def cmd_worker(args: argparse.Namespace, s: Settings) -> int:
 
         code = 1
         freeze_startup_heap()
-        code = _run_until_signal(run_all)
+        code = run_until_signal(run_all)
     except BaseException:
         log.exception("the worker failed")
     finally:
@@ -210,7 +158,7 @@ def cmd_worker(args: argparse.Namespace, s: Settings) -> int:
             for e in engines:
                 e.close()
         finally:
-            _exit_now(code)     # also after an error: finalisation can hang (see _exit_now)
+            exit_now(code)     # also after an error: finalisation can hang (see exit_now)
     return code
 
 
@@ -244,7 +192,7 @@ def cmd_serve(args: argparse.Namespace, s: Settings) -> int:
     for name in served[1:]:     # one CPU worker per served model (the default: all-MiniLM-L6-v2 beside SmolLM2)
         roles[f"worker {name}"] = base + ["worker", *given, "--engine", "cpu", "--model", name]
     stopping = threading.Event()
-    _stop_on_signal(stopping)       # before the children exist: a stop now must not orphan them
+    stop_on_signal(stopping)       # before the children exist: a stop now must not orphan them
     procs = {name: subprocess.Popen(cmd) for name, cmd in roles.items()}
     print(f"blendserve: starting {', '.join(roles)} (data in {s.data_dir.resolve()})", file=sys.stderr)
     chat = next((n for n, p in paths.items() if not is_embedding_checkpoint(p)), None)
@@ -256,24 +204,9 @@ def cmd_serve(args: argparse.Namespace, s: Settings) -> int:
                 print(f"blendserve: {name} exited with {p.returncode}; restarting it", file=sys.stderr)
                 if not stopping.wait(1.0):
                     procs[name] = subprocess.Popen(roles[name])
-    _stop_children(list(procs.values()))
+    stop_children(list(procs.values()))
     (s.data_dir / SETTINGS_FILE).unlink(missing_ok=True)      # the keys it holds stay in the environment only
     return 0
-
-
-def _stop_children(procs: list[subprocess.Popen]) -> None:
-    """SIGTERM every child, wait up to STOP_GRACE_S in all, then SIGKILL what is left."""
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    deadline = time.time() + STOP_GRACE_S
-    for p in procs:
-        try:
-            p.wait(max(0.0, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            print(f"blendserve: pid {p.pid} did not stop in {STOP_GRACE_S:.0f}s; killing it", file=sys.stderr)
-            p.kill()
-            p.wait()
 
 
 def cmd_simulate(argv: list[str]) -> int:
