@@ -14,6 +14,14 @@ depends_on = None
 
 
 def upgrade() -> None:
+    _batches()
+    _chunks()
+    _files()
+    _workers()
+    _requests()
+
+
+def _batches() -> None:
     op.create_table('batches',
     sa.Column('id', sa.String(length=64), nullable=False),
     sa.Column('owner', sa.String(length=64), nullable=False),
@@ -44,6 +52,8 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f('ix_batches_owner'), ['owner'], unique=False)
         batch_op.create_index(batch_op.f('ix_batches_status'), ['status'], unique=False)
 
+
+def _chunks() -> None:
     op.create_table('chunks',
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
     sa.Column('model', sa.String(length=256), nullable=False),
@@ -59,6 +69,8 @@ def upgrade() -> None:
     with op.batch_alter_table('chunks', schema=None) as batch_op:
         batch_op.create_index('ix_chunks_claim', ['model', 'status', 'seq'], unique=False)
 
+
+def _files() -> None:
     op.create_table('files',
     sa.Column('id', sa.String(length=64), nullable=False),
     sa.Column('owner', sa.String(length=64), nullable=False),
@@ -73,6 +85,8 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f('ix_files_created_at'), ['created_at'], unique=False)
         batch_op.create_index(batch_op.f('ix_files_owner'), ['owner'], unique=False)
 
+
+def _workers() -> None:
     op.create_table('workers',
     sa.Column('id', sa.String(length=64), nullable=False),
     sa.Column('model', sa.String(length=256), nullable=False),
@@ -84,6 +98,9 @@ def upgrade() -> None:
     sa.Column('heartbeat_at', sa.Float(), nullable=False),
     sa.PrimaryKeyConstraint('id')
     )
+
+
+def _requests() -> None:
     op.create_table('requests',
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
     sa.Column('batch_id', sa.String(length=64), nullable=False),
@@ -109,7 +126,6 @@ def upgrade() -> None:
         batch_op.create_index('ix_requests_batch_line', ['batch_id', 'line'], unique=True)
         batch_op.create_index('ix_requests_chunk', ['chunk_id', 'position'], unique=False)
         batch_op.create_index('ix_requests_status_model', ['status', 'model'], unique=False)
-
 
 
 def downgrade() -> None:
