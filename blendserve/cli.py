@@ -17,7 +17,6 @@ so `serve` always returns within about ten seconds.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import signal
@@ -26,12 +25,18 @@ import sys
 import threading
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from blendserve.core.config import PLANNERS, Settings
 from blendserve.core.heap import freeze_startup_heap
 from blendserve.core.logs import configure as configure_logging
-from blendserve.process import SETTINGS_FILE, exit_now, run_until_signal, stop_children, stop_on_signal, write_settings
+from blendserve.process import (
+    SETTINGS_FILE,
+    exit_now,
+    load_settings,
+    run_until_signal,
+    stop_children,
+    stop_on_signal,
+    write_settings,
+)
 
 log = logging.getLogger("blendserve")
 
@@ -49,22 +54,6 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--database-url", help="SQLAlchemy URL; default SQLite in the data dir")
     p.add_argument("--settings", type=Path, help="a settings file (JSON, as `serve` writes for its roles) in "
                                                  "place of the BLENDSERVE_* variables")
-
-
-def load_settings(file: Path | None = None, data_dir: str | None = None, database_url: str | None = None) -> Settings:
-    """This process's settings, parsed once: a settings file, else the BLENDSERVE_* variables; the flags
-    win over both. An invalid value ends the command with its name (never its value: it may be a key)."""
-    flags: dict[str, object] = {}
-    if data_dir:
-        flags["data_dir"] = Path(os.path.abspath(data_dir))
-    if database_url:
-        flags["database_url"] = database_url
-    try:
-        if file is not None:
-            return Settings.model_validate({**json.loads(file.read_text()), **flags})
-        return Settings(**flags)
-    except ValidationError as e:
-        raise SystemExit(f"blendserve: invalid setting\n{e}") from None
 
 
 def _host(settings: Settings, host: str) -> str:

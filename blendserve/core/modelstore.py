@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from blendserve.core.storage import build_once
 
 if TYPE_CHECKING:     # transformers is imported where a tokenizer is read: a random-weight engine runs without it
     from transformers import PreTrainedTokenizerFast
@@ -64,25 +62,6 @@ def ensure_checkpoint(gguf: Path, cache_dir: Path) -> Path:
     if (target / "config.json").is_file():
         return target
     return build_once(target, "config.json", lambda tmp: _convert_gguf(gguf, tmp))
-
-
-def build_once(target: Path, marker: str, build: Callable[[Path], None]) -> Path:
-    """Build a checkpoint directory in a temporary sibling of `target` and rename it into place: a process that
-    starts while another builds sees no checkpoint (and builds too; the loser of the rename discards its copy,
-    once `target/marker` exists) or a complete one, never half of one."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        build(tmp)
-        tmp.chmod(0o755)  # mkdtemp makes it private; the checkpoint is not
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not (target / marker).is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 def _convert_gguf(gguf: Path, out_dir: Path) -> None:

@@ -7,7 +7,10 @@ bucket) under the same path is the scale-out store.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -76,3 +79,22 @@ class AtomicWriter:
     def __exit__(self, exc_type, *_) -> None:
         if not self.f.closed:
             self.abort()
+
+
+def build_once(target: Path, marker: str, build: Callable[[Path], None]) -> Path:
+    """Build a checkpoint directory in a temporary sibling of `target` and rename it into place: a process that
+    starts while another builds sees no checkpoint (and builds too; the loser of the rename discards its copy,
+    once `target/marker` exists) or a complete one, never half of one."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        build(tmp)
+        tmp.chmod(0o755)  # mkdtemp makes it private; the checkpoint is not
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / marker).is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
