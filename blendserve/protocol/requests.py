@@ -21,108 +21,17 @@ ones with OpenAI's "Unrecognized request argument" before a model is built.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
-
 from blendserve.protocol import embeddings, responses_api, structured
+from blendserve.protocol.body import Door, RequestBody, or_default, stream_rules
 from blendserve.protocol.fields import BodyError, ModelInfo, check_int, check_messages, is_token_ids, token_ids_rule
 from blendserve.protocol.sampling import SamplingParams
 from blendserve.protocol.sampling_rules import check_sampling
 from blendserve.protocol.structured import Constraint, ToolCall
 
 CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
-PROMPT_KEYS = ("messages", "prompt", "input")   # what a row does not store: it stays in the input file
 COMPLETIONS_MAX_TOKENS = 16                     # the completions endpoint's documented default
-
-
-@dataclass(frozen=True)
-class Door:
-    """What the rules check a body against: the served model, and whether the body came as an interactive
-    call (`stream` allowed) or as a batch line (`stream` refused)."""
-    info: ModelInfo
-    interactive: bool = False
-
-
-def _or(value: Any, default: Any) -> Any:
-    """OpenAI reads an explicit ``null`` as "use the default"."""
-    return default if value is None else value
-
-
-def _stream_rules(body: dict, door: Door, options_rule: str, usage: bool) -> None:
-    """`stream` and `stream_options`: a boolean and an object beside it on an interactive call (`usage`: one
-    whose `include_usage` is a boolean, chat's and completions' option); a batch line may not stream (the
-    endpoint's own rules refuse it there)."""
-    if not door.interactive:
-        return
-    stream = body.get("stream")
-    if stream is not None and not isinstance(stream, bool):
-        raise BodyError("invalid_value", f"'stream' must be a boolean, got {stream!r}.", "stream")
-    options = body.get("stream_options")
-    if options is not None and (not stream or not isinstance(options, dict) or (
-            usage and not isinstance(options.get("include_usage", False), bool))):
-        raise BodyError("invalid_value", options_rule, "stream_options")
-
-
-def _body_error(e: ValidationError) -> BodyError:
-    """A value of a type the rules let through but the model's field does not take, in OpenAI's words."""
-    err = e.errors()[0]
-    param = ".".join(str(p) for p in err["loc"]) or None
-    return BodyError("invalid_value", f"'{param}': {err['msg']}." if param else f"{err['msg']}.", param)
-
-
-class RequestBody(BaseModel):
-    """What every endpoint's body shares: its model, its extra fields, its one parse and its stored form."""
-    model_config = ConfigDict(extra="allow")
-    endpoint: ClassVar[str]
-
-    model: str | None = None
-    _derived: Any = PrivateAttr(default=None)     # what the rules derived; None on stored parameters
-
-    @classmethod
-    def parse(cls, body: Any, info: ModelInfo, interactive: bool = False) -> RequestBody:
-        """The body checked against the served model `info` and typed; `interactive`: a call, which may
-        stream, rather than a batch line. Raises BodyError (a 400, or a batch line's own error).
-
-        The endpoint's rules run on the raw body first (`check`), so a refusal is in OpenAI's words, not
-        pydantic's; the typed model then carries what they derived. Why not a pydantic model validator:
-        a wrap validator costs as much as the rules themselves, on every line of a million-line file."""
-        if not isinstance(body, dict):
-            raise BodyError("invalid_value", "The request body must be a JSON object.")
-        derived = cls.check(body, Door(info, interactive))
-        try:
-            out = cls.model_validate(body)
-        except ValidationError as e:
-            raise _body_error(e) from None
-        out.__pydantic_private__["_derived"] = derived     # what pydantic's __setattr__ does, without its checks
-        return out
-
-    @classmethod
-    def stored(cls, params: dict) -> RequestBody:
-        """A row's stored parameters, typed again (no rule runs: they passed at the door)."""
-        return cls.model_validate(params)
-
-    @classmethod
-    def check(cls, body: dict, door: Door) -> Any:
-        """The endpoint's rules; returns what they derived (the checked chat, the max tokens, ...)."""
-        raise NotImplementedError
-
-    def params(self) -> dict:
-        """The parameters a row stores: what the caller set (typed, plain JSON values), less the prompt. Read
-        off the fields, not through model_dump, which costs as much as the rules on a million-line file."""
-        given = self.model_fields_set
-        out = {k: v for k, v in self.__dict__.items() if k in given and k not in PROMPT_KEYS}
-        out.update((k, v) for k, v in (self.__pydantic_extra__ or {}).items() if k not in PROMPT_KEYS)
-        return out
-
-    def sampling_params(self, max_tokens: int) -> SamplingParams:
-        """What the engine samples with; `max_tokens`: the row's, filled in once the prompt was counted."""
-        raise NotImplementedError
-
-    def tool_call(self) -> ToolCall | None:
-        """How the output becomes a tool call (a forced call, or tool_choice "auto"), or None."""
-        return None
 
 
 class Sampling(RequestBody):
@@ -153,21 +62,21 @@ class Sampling(RequestBody):
         schema = self.constraint[0]
         lp = self.logprobs
         # Chat: `logprobs: true` and `top_logprobs` k; completions: `logprobs` k (an integer).
-        logprobs = (_or(self.top_logprobs, 0) if lp else None) if isinstance(lp, bool) or lp is None else int(lp)
+        logprobs = (or_default(self.top_logprobs, 0) if lp else None) if isinstance(lp, bool) or lp is None else int(lp)
         return SamplingParams(
             max_tokens=max_tokens,
-            temperature=float(_or(self.temperature, 1.0)),
-            top_p=float(_or(self.top_p, 1.0)),
+            temperature=float(or_default(self.temperature, 1.0)),
+            top_p=float(or_default(self.top_p, 1.0)),
             stop=tuple([self.stop] if isinstance(self.stop, str) else self.stop or ()),
             seed=self.seed,
-            presence_penalty=float(_or(self.presence_penalty, 0.0)),
-            frequency_penalty=float(_or(self.frequency_penalty, 0.0)),
+            presence_penalty=float(or_default(self.presence_penalty, 0.0)),
+            frequency_penalty=float(or_default(self.frequency_penalty, 0.0)),
             # JSON object keys are strings: {"50256": -100} bans token 50256.
             logit_bias=tuple(sorted((int(t), float(b)) for t, b in (self.logit_bias or {}).items())),
             json_schema=schema.schema if schema is not None else None,
             strict_schema=schema.strict if schema is not None else False,
             logprobs=logprobs,
-            n=int(_or(self.n, 1)),
+            n=int(or_default(self.n, 1)),
         )
 
     def tool_call(self) -> ToolCall | None:
@@ -190,7 +99,7 @@ class ChatCompletionRequest(Sampling):
 
     @classmethod
     def check(cls, body: dict, door: Door) -> tuple[list[dict], int | None]:
-        _stream_rules(body, door, _STREAM_OPTIONS, usage=True)
+        stream_rules(body, door, _STREAM_OPTIONS, usage=True)
         sampled = {k: v for k, v in body.items() if k not in ("stream", "stream_options")} if door.interactive \
             else body
         check_sampling(sampled, CHAT, door.info.tool_calls)
@@ -220,7 +129,7 @@ class CompletionRequest(Sampling):
 
     @classmethod
     def check(cls, body: dict, door: Door) -> tuple[str | list[int], int]:
-        _stream_rules(body, door, _STREAM_OPTIONS, usage=True)
+        stream_rules(body, door, _STREAM_OPTIONS, usage=True)
         sampled = {k: v for k, v in body.items() if k not in ("stream", "stream_options")} if door.interactive \
             else body
         check_sampling(sampled, COMPLETIONS, door.info.tool_calls)
@@ -295,7 +204,7 @@ class ResponsesRequest(RequestBody):
     def check(cls, body: dict, door: Door) -> tuple[list[dict], int | None]:
         if not door.interactive and body.get("stream"):
             raise BodyError("stream_unsupported", "'stream': true is not allowed in a batch.", "stream")
-        _stream_rules(body, door, "'stream_options' must be an object, and only with 'stream': true.", usage=False)
+        stream_rules(body, door, "'stream_options' must be an object, and only with 'stream': true.", usage=False)
         return responses_api.check_responses(body)
 
     @property
