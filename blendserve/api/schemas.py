@@ -151,17 +151,6 @@ class ChatChoice(BaseModel):
     finish_reason: Literal["stop", "length"]
 
 
-class ChatCompletion(BaseModel):
-    """The synchronous chat answer; with `"stream": true` the same comes as `chat.completion.chunk` events."""
-    id: str
-    object: Literal["chat.completion"]
-    created: int
-    model: str
-    choices: list[ChatChoice]
-    usage: CompletionUsage
-    system_fingerprint: str | None = None
-
-
 class CompletionChoice(BaseModel):
     index: int
     text: str
@@ -169,14 +158,26 @@ class CompletionChoice(BaseModel):
     finish_reason: Literal["stop", "length"]
 
 
-class Completion(BaseModel):
+class _Answer(BaseModel):
+    """What a synchronous answer holds, in OpenAI's key order (a subclass types `object` and `choices`)."""
     id: str
-    object: Literal["text_completion"]
+    object: str
     created: int
     model: str
-    choices: list[CompletionChoice]
+    choices: list[Any]
     usage: CompletionUsage
     system_fingerprint: str | None = None
+
+
+class ChatCompletion(_Answer):
+    """The synchronous chat answer; with `"stream": true` the same comes as `chat.completion.chunk` events."""
+    object: Literal["chat.completion"]
+    choices: list[ChatChoice]
+
+
+class Completion(_Answer):
+    object: Literal["text_completion"]
+    choices: list[CompletionChoice]
 
 
 class Health(BaseModel):

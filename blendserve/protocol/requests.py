@@ -87,7 +87,24 @@ _STREAM_OPTIONS = ("'stream_options' must be an object such as {\"include_usage\
                    "'stream': true.")
 
 
-class ChatCompletionRequest(Sampling):
+class _ChatShaped:
+    """A body the model reads as a chat (chat completions, and Responses in other words): what its rules derived."""
+    _derived: Any
+
+    @property
+    def chat(self) -> list[dict]:
+        """The chat the model sees, in the chat template's shape (developer read as system, text parts joined;
+        a Responses body's instructions, then its input's turns)."""
+        return self._derived[0]
+
+    @property
+    def max_output(self) -> int | None:
+        """The tokens it may write (max_completion_tokens, else max_tokens; a Responses body's
+        max_output_tokens); None: the rest of the context."""
+        return self._derived[1]
+
+
+class ChatCompletionRequest(_ChatShaped, Sampling):
     """A /v1/chat/completions body."""
     endpoint: ClassVar[str] = CHAT
 
@@ -106,16 +123,6 @@ class ChatCompletionRequest(Sampling):
         messages = check_messages(body.get("messages"))
         mt = check_int(body, "max_completion_tokens", 1)
         return messages, mt if mt is not None else check_int(body, "max_tokens", 1)
-
-    @property
-    def chat(self) -> list[dict]:
-        """The checked messages, in the chat template's shape (developer read as system, text parts joined)."""
-        return self._derived[0]
-
-    @property
-    def max_output(self) -> int | None:
-        """The tokens it may write: max_completion_tokens, else max_tokens; None: the rest of the context."""
-        return self._derived[1]
 
 
 class CompletionRequest(Sampling):
@@ -182,7 +189,7 @@ class EmbeddingRequest(RequestBody):
         return SamplingParams(max_tokens=0)
 
 
-class ResponsesRequest(RequestBody):
+class ResponsesRequest(_ChatShaped, RequestBody):
     """A /v1/responses body: a chat in other words (blendserve/protocol/responses_api.py translates it)."""
     endpoint: ClassVar[str] = responses_api.ENDPOINT
 
@@ -206,16 +213,6 @@ class ResponsesRequest(RequestBody):
             raise BodyError("stream_unsupported", "'stream': true is not allowed in a batch.", "stream")
         stream_rules(body, door, "'stream_options' must be an object, and only with 'stream': true.", usage=False)
         return responses_api.check_responses(body)
-
-    @property
-    def chat(self) -> list[dict]:
-        """The chat the model sees: instructions, then the input's turns."""
-        return self._derived[0]
-
-    @property
-    def max_output(self) -> int | None:
-        """max_output_tokens; None: the rest of the context."""
-        return self._derived[1]
 
     @functools.cached_property
     def sampling(self) -> Sampling:
