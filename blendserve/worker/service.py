@@ -58,15 +58,14 @@ from blendserve.core.db import make_sessionmaker, shared_engine
 from blendserve.core.ids import new_id
 from blendserve.core.models import Worker
 from blendserve.migrations.upgrade import upgrade
-from blendserve.protocol import responses_api
-from blendserve.worker import api_results, writes
+from blendserve.protocol.requests import stored
+from blendserve.worker import writes
 from blendserve.worker.engines.base import Engine, GenRequest, engine_fingerprint, engine_stats
 from blendserve.worker.interactive import InteractiveServer
 from blendserve.worker.lane import Lane, Share
 from blendserve.worker.ledger import Ledger
 from blendserve.worker.poison import PoisonRunner, Suspect
 from blendserve.worker.ranks import WORK, idle_wait, shared, tokenizer_side
-from blendserve.worker.responses import sampling_params, tool_call
 from blendserve.worker.sink import ResultSink
 
 log = logging.getLogger("blendserve.worker")
@@ -212,16 +211,14 @@ class WorkerService:
         """The engine's request for a claimed row; None where it does not go to the engine now (its
         parameters fail it alone, or it ended a stream before and runs alone)."""
         try:
-            # A Responses body samples as the chat it translates to (text.format: response_format).
-            body = responses_api.chat_params(r.body) if r.endpoint == responses_api.ENDPOINT else r.body
+            request = stored(r.endpoint, r.body)        # the typed body its row stored (the rules ran at intake)
             req = GenRequest(key=r.id, input_ids=np.frombuffer(r.prompt_ids, dtype="<i4").tolist(),
-                             params=sampling_params(body, r.max_tokens))
-            tool = tool_call(body) if r.endpoint not in api_results.ENDPOINTS else None
+                             params=request.sampling_params(r.max_tokens))
         except Exception as e:      # the request alone is bad: its own error line
             self.sink.failed(cid, r.id, f"The request's parameters could not be applied: {e}")
             return None
         self.ledger.owe(cid)
-        self.sink.expect(r.id, r.endpoint, r.body, tool)    # bodies echo the request's settings
+        self.sink.expect(r.id, request)     # its answer echoes the request (its tool call, its settings)
         if r.attempts > 0:
             self.poison.suspects.append(Suspect(cid, req, r.batch_id, r.endpoint, r.attempts))
             return None

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import logging
 
-from blendserve.protocol.structured import ToolCall
-from blendserve.worker import api_results
+from blendserve.protocol import results
+from blendserve.protocol.body import RequestBody
 from blendserve.worker.engines.base import GenResult
 from blendserve.worker.interactive import InteractiveServer
 from blendserve.worker.lane import Share
 from blendserve.worker.ledger import Ledger
-from blendserve.worker.responses import response_body
 from blendserve.worker.writes import ResultWriter
 
 log = logging.getLogger("blendserve.worker")
@@ -27,23 +26,18 @@ class ResultSink:
                  share: Share, interactive: InteractiveServer | None) -> None:
         self.worker_id, self.model, self.fingerprint = worker_id, model, fingerprint
         self.writer, self.ledger, self.share, self.interactive = writer, ledger, share, interactive
-        self.bodies: dict[int, dict] = {}       # request id -> its body, where the result echoes it (api_results)
-        self.tools: dict[int, ToolCall] = {}     # request id -> its forced tool call (the answer's shape)
+        self.requests: dict[int, RequestBody] = {}   # request id -> its typed body: what its answer echoes
 
-    def expect(self, key: int, endpoint: str, body: dict, tool: ToolCall | None) -> None:
-        """What the request's answer will echo: its body (embeddings, moderations ...) or its tool call."""
-        if endpoint in api_results.ENDPOINTS:
-            self.bodies[key] = body
-        elif tool is not None:
-            self.tools[key] = tool
+    def expect(self, key: int, request: RequestBody) -> None:
+        """The request whose answer will come: its tool call shapes the answer, its settings are echoed
+        (an embedding's encoding_format, a Response's instructions and sampling settings)."""
+        self.requests[key] = request
 
     def forget(self, key: int) -> None:
-        self.bodies.pop(key, None)
-        self.tools.pop(key, None)
+        self.requests.pop(key, None)
 
     def clear(self) -> None:
-        self.bodies.clear()
-        self.tools.clear()
+        self.requests.clear()
 
     def write(self, res: GenResult) -> None:
         if res.error is not None:       # refused by the engine: this request fails alone, the stream runs on
@@ -81,6 +75,7 @@ class ResultSink:
 
     def _response(self, endpoint: str, res: GenResult) -> dict:
         res.fingerprint = res.fingerprint or self.fingerprint
-        if endpoint in api_results.ENDPOINTS:
-            return api_results.result_body(endpoint, self.model, res, self.bodies.pop(res.key, {}))
-        return response_body(endpoint, self.model, res, self.tools.pop(res.key, None))
+        request = self.requests.pop(res.key, None)
+        if request is None:             # not expected (cannot happen): the endpoint's plain answer
+            return results.response_body(endpoint, self.model, res)
+        return results.result_body(self.model, res, request)
