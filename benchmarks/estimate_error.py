@@ -74,12 +74,13 @@ def measure_cpu(model_dir: Path) -> HardwareProfile:
     """
     import random
 
+    from blendserve.core.config import CpuEngineSettings
     from blendserve.planner.perf import HARDWARE, ModelProfile
     from blendserve.worker.engines.base import GenRequest, SamplingParams
     from blendserve.worker.engines.cpu import CpuEngine
 
     model = ModelProfile.from_config(model_dir)
-    engine = CpuEngine(model_dir, SMOLLM2)
+    engine = CpuEngine(model_dir, SMOLLM2, config=CpuEngineSettings())
     rng = random.Random(0)
     no_eos = tuple((t, -100.0) for t in sorted(engine.eos))
     keys = iter(range(10**9))

@@ -108,8 +108,10 @@ def cmd_scheduler(args: argparse.Namespace, s: Settings) -> int:
 def cmd_worker(args: argparse.Namespace, s: Settings) -> int:
     for var, value in WORKER_LIBRARIES.items():     # a worker started alone says one line too (before the
         os.environ.setdefault(var, value)           # imports: transformers reads its variables when imported)
+    from blendserve.core.embedstore import is_embedding_checkpoint
     from blendserve.core.served import model_paths
     from blendserve.worker.engines import load_engine
+    from blendserve.worker.engines.sglang_embed import MODEL_PACKAGE
     from blendserve.worker.service import WorkerService
 
     if args.tp:
@@ -119,6 +121,10 @@ def cmd_worker(args: argparse.Namespace, s: Settings) -> int:
     paths = model_paths(s)
     name = args.model or next(iter(paths))
     path = paths.get(name) or Path(name)
+    if args.engine == "sglang" and is_embedding_checkpoint(path):
+        # SGLang's spawned scheduler reads its model classes' package from the environment alone: ours holds
+        # the BertModel with sentence-transformers' pooling (worker/engines/sglang_embed.py).
+        os.environ.setdefault("SGLANG_EXTERNAL_MODEL_PACKAGE", MODEL_PACKAGE)
     if args.ranks > 1 and args.engine != "echo":
         raise SystemExit("blendserve worker: --ranks > 1 is for the echo engine (load tests); "
                          "run one process per GPU otherwise")

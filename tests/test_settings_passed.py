@@ -26,14 +26,6 @@ ENTRY_FUNCTIONS = {
     "doctor/command.py": {"main"},   # `blendserve doctor`: the machine's environment for its probes (CUDA_HOME)
 }
 
-# The engines' own settings are passed in by their driver (worker/engines/driver.py); until then these
-# engines still read the environment. Emptied when that work lands.
-ENGINES_PENDING = {
-    ("worker/engines/sglang_embed.py",
-     'os.environ["SGLANG_EXTERNAL_MODEL_PACKAGE"] = MODEL_PACKAGE       # read by the spawned scheduler'),
-}
-
-
 def _allowed_lines(rel: str, source: str) -> set[int]:
     """Lines of an entry point's named functions and `__main__` block."""
     names = ENTRY_FUNCTIONS.get(rel)
@@ -64,10 +56,8 @@ def hits() -> list[tuple[str, int, str]]:
 
 def test_no_module_below_an_entry_point_reads_the_settings_or_the_environment():
     found = hits()
-    unexpected = [f"blendserve/{rel}:{n}: {text}" for rel, n, text in found if (rel, text) not in ENGINES_PENDING]
+    unexpected = [f"blendserve/{rel}:{n}: {text}" for rel, n, text in found]
     assert not unexpected, "read below an entry point (pass the settings in instead):\n" + "\n".join(unexpected)
-    gone = ENGINES_PENDING - {(rel, text) for rel, _, text in found}
-    assert not gone, f"no longer read, so no longer pending (remove from ENGINES_PENDING): {sorted(gone)}"
 
 
 def test_list_settings_are_typed_from_the_comma_strings_users_write(monkeypatch):

@@ -37,7 +37,7 @@ def small_server_flags(checkpoint: Path, name: str, max_num_seqs: int | None, nu
                        block_size: int = 32) -> list[str]:
     """A small server for tests and the chaos run: eager, seeded, a fixed number of KV blocks; max_num_seqs
     None: vLLM's own running cap (128 per CPU rank in 0.32)."""
-    from blendserve.worker.engines.vllm import default_dtype
+    from blendserve.worker.engines.device import default_dtype
 
     cap = ["--max-num-seqs", str(max_num_seqs)] if max_num_seqs else []
     return ["--model", str(checkpoint), "--served-model-name", name, "--dtype", default_dtype(),

@@ -91,7 +91,8 @@ def minilm(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory: pytest.TempPathFactory, minilm: Path) -> Iterator[tuple[dict, dict]]:
     out = tmp_path_factory.mktemp("sglang-embed")
-    env = {**os.environ, **CPU_ENV, "SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, **CPU_ENV, "SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1",
+           "SGLANG_EXTERNAL_MODEL_PACKAGE": "blendserve.worker.engines"}    # what `blendserve worker` sets
     p = subprocess.run([sys.executable, "-m", "tests.sglang.test_sglang_embeddings", str(minilm), str(out)],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-6000:]

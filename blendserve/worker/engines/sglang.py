@@ -31,7 +31,6 @@ import asyncio
 import itertools
 import logging
 import queue
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -50,6 +49,7 @@ from blendserve.worker.engines.sglang_args import (
     sglang_running_cap,
     without_stop_token,
 )
+from blendserve.worker.engines.sglang_runtime import drain, launch, loop_thread, resolved_args, scheduler_info
 from blendserve.worker.engines.speculative import SpecConfig
 
 URGENT_POLL_S = 0.02     # how often the lane is asked for interactive requests while results are awaited
@@ -57,62 +57,6 @@ CANCEL_SWEEP_S = 1.0     # without a cancel epoch: how often every request in fl
 STATE_WAIT_S = 60.0      # for the scheduler's internal state at start
 
 log = logging.getLogger("blendserve.worker")
-
-
-def launch(factory: Callable[..., Any], args: dict) -> Any:
-    """`factory(**args)` (sglang.Engine), keeping the process's logging: SGLang's configure_logger replaces
-    it (basicConfig(force=True)), which would silence the worker's own handlers."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    try:
-        return factory(**args)
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
-
-
-def loop_thread(engine: Any) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
-    """The one event loop every SGLang coroutine of `engine` runs on, running in a daemon thread of its own.
-    `engine.loop` points at it, so that a synchronous Engine call fails at once instead of hanging."""
-    loop = asyncio.new_event_loop()
-    engine.loop = loop
-    started = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.call_soon(started.set)
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True, name="sglang-loop")
-    thread.start()
-    started.wait()
-    return loop, thread
-
-
-def scheduler_info(engine: Any) -> dict:
-    """Rank 0's start-up report (max_total_num_tokens, max_req_input_len ...), read without the engine's loop."""
-    return dict(engine._scheduler_init_result.scheduler_infos[0])
-
-
-def resolved_args(server_args: Any) -> dict:
-    """SGLang's resolved settings: `resolved_dict()` (0.5.23: every decision of its resolution applied over
-    the raw input, which server_args itself keeps), else the object's fields (older releases resolved in
-    place)."""
-    if callable(getattr(server_args, "resolved_dict", None)):
-        return dict(server_args.resolved_dict())
-    return dict(vars(server_args))
-
-
-def drain(events: queue.Queue, timeout: float) -> list:
-    """What the loop put in `events`: the first item waited for up to `timeout`, then all that is there."""
-    got = []
-    try:
-        got.append(events.get(timeout=timeout))
-        while True:
-            got.append(events.get_nowait())
-    except queue.Empty:
-        pass
-    return got
 
 
 class _SGLangCore(CoreDefaults):

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import queue
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
@@ -53,16 +52,11 @@ from blendserve.worker.engines.base import EngineStats, GenRequest
 from blendserve.worker.engines.driver import CoreDefaults, Feed, drive
 from blendserve.worker.engines.embed.engine import EmbedResult
 from blendserve.worker.engines.pooled import Pending
-from blendserve.worker.engines.sglang import (
-    CANCEL_SWEEP_S,
-    URGENT_POLL_S,
-    SGLangBase,
-    drain,
-    resolved_args,
-)
+from blendserve.worker.engines.sglang import CANCEL_SWEEP_S, URGENT_POLL_S, SGLangBase
 from blendserve.worker.engines.sglang_args import engine_args
+from blendserve.worker.engines.sglang_runtime import drain, resolved_args
 
-MODEL_PACKAGE = "blendserve.worker.engines"     # SGLANG_EXTERNAL_MODEL_PACKAGE: the package holding this module
+MODEL_PACKAGE = "blendserve.worker.engines"     # SGLANG_EXTERNAL_MODEL_PACKAGE (set by the worker's entry point)
 
 
 def embedding_args(model_path: Path, options: SglangSettings, *, tp: int = 1, cuda: bool = True) -> dict:
@@ -189,7 +183,6 @@ class SGLangEmbeddingEngine(SGLangBase):
 
         self.model_name = model_name
         self.options = options
-        os.environ["SGLANG_EXTERNAL_MODEL_PACKAGE"] = MODEL_PACKAGE       # read by the spawned scheduler
         cuda = self.options.device in ("", "cuda") and torch.cuda.is_available()
         self._launch(factory, embedding_args(Path(model_path), self.options, tp=tp, cuda=cuda))
         resolved = resolved_args(self.engine.server_args)      # 0.5.23: server_args keeps the raw input

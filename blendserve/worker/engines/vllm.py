@@ -37,28 +37,11 @@ from typing import Any
 
 from blendserve.core.config import VLLM_CPU_DEFAULTS, SpeculativeSettings, VllmSettings
 from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult, TokenLogprob, device_profile
+from blendserve.worker.engines.device import default_dtype, on_gpu
 from blendserve.worker.engines.driver import CoreDefaults, Feed, Tokens, drive
 from blendserve.worker.engines.logprobs import TokenNames
 from blendserve.worker.engines.speculative import SpecConfig
 from blendserve.worker.engines.vllm_args import nucleus
-
-
-def on_gpu() -> bool:
-    """Whether vLLM will run on a GPU: torch sees CUDA (vLLM's CPU build ships a CPU-only torch)."""
-    import torch
-
-    return bool(torch.cuda.is_available())
-
-
-def default_dtype() -> str:
-    """bfloat16 on a GPU and on CPUs that multiply it natively; float32 on the others, where vLLM's CPU
-    backend emulates bfloat16 (on a 2-core AVX2 EPYC run_batch finished no request of 200 in 3 minutes)."""
-    import torch
-
-    from blendserve.worker.engines.cpu.model import default_dtype as cpu_dtype
-
-    return "bfloat16" if torch.cuda.is_available() or cpu_dtype() == torch.bfloat16 else "float32"
-
 
 log = logging.getLogger("blendserve.worker")
 _D = VllmSettings.model_fields     # one set of defaults: the settings' own

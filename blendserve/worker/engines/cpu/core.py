@@ -11,14 +11,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from blendserve.worker.engines.base import GenRequest, GenResult
 from blendserve.worker.engines.cpu.scheduler import Scheduler, Sequence
 from blendserve.worker.engines.driver import Feed
 
-if TYPE_CHECKING:
-    from blendserve.worker.engines.cpu.engine import CpuEngine
+
+class StepEngine(Protocol):
+    """What the adapter uses of the CPU engine (blendserve/worker/engines/cpu/engine.py): its pool, caps and
+    model step, named here so the engine module imports the adapter and not the other way round."""
+    blocks: Any
+    max_running: int
+    step_tokens: int
+    spec: Any
+    rush_tokens: int
+    cut_in: bool
+    results: Any
+    _sched: Scheduler | None
+
+    def _draft(self, seq: Sequence, most: int) -> list[int]: ...
+    def _sequence(self, request: GenRequest) -> Sequence: ...
+    def _run(self, sched: Scheduler, step: Any, between: Any = None) -> list[Sequence]: ...
 
 # While interactive requests arrived in the last RUSH_WINDOW_S, a step carries at most
 # ``rush_tokens`` (BLENDSERVE_CPU_RUSH_TOKENS) of batch work, decodes and prefill together (the
@@ -38,7 +52,7 @@ class CpuCore:
     sweep_s = 0.0
     pulls = True
 
-    def __init__(self, engine: CpuEngine) -> None:
+    def __init__(self, engine: StepEngine) -> None:
         self.engine = engine
         self.sched = engine._sched = Scheduler(engine.blocks, engine.max_running, engine.step_tokens,
                                                engine._draft if engine.spec.on else None, engine.spec.max_running)

@@ -16,15 +16,26 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from blendserve.worker.engines.base import GenRequest, GenResult
 from blendserve.worker.engines.driver import Feed
 from blendserve.worker.engines.server.calls import Refused, Rejected, Unavailable
 from blendserve.worker.engines.server.discovery import known
 
-if TYPE_CHECKING:
-    from blendserve.worker.engines.server.engine import ServerEngine
+
+class CallingEngine(Protocol):
+    """What the adapter uses of the server engine (blendserve/worker/engines/server/engine.py): its event loop,
+    one call, the server's state and its settings, named here so the engine module imports the adapter and
+    not the other way round."""
+    loop: asyncio.AbstractEventLoop
+    settings: Any
+    _flight: dict
+    _up: bool
+    _probe_at: float
+    _order: Any
+
+    async def _one(self, request: GenRequest, streamed: dict[int, dict[int, int]], seq: int) -> GenResult: ...
 
 log = logging.getLogger("blendserve.worker.server")
 
@@ -45,7 +56,7 @@ class ServerCore:
     sweep_s = 0.2
     pulls = False
 
-    def __init__(self, engine: ServerEngine, interactive: bool) -> None:
+    def __init__(self, engine: CallingEngine, interactive: bool) -> None:
         self.engine = engine
         self.flight: dict[int, _Flight] = {}
         engine._flight = self.flight
