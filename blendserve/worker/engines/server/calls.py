@@ -21,7 +21,7 @@ worker has it; their usage gives the counts.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,6 +175,21 @@ def _take(choices: dict[int, _Choice], choice: dict, request: GenRequest, names:
     return int(choice.get("index") or 0), list(new), entries
 
 
+async def sse_chunks(client: httpx.AsyncClient, path: str, payload: dict) -> AsyncIterator[dict]:
+    """The JSON chunks of a server-sent event stream answering a POST, up to `data: [DONE]`; an answer other
+    than 200 raises as a plain call's would (error_for)."""
+    async with client.stream("POST", path, json=payload) as r:
+        if r.status_code != 200:
+            raise error_for(r.status_code, (await r.aread()).decode(errors="replace"))
+        async for line in r.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                return
+            yield json.loads(data)
+
+
 async def complete(client: httpx.AsyncClient, request: GenRequest, model: str, kind: str,
                    encode: Encode | None, names: Any, seq: int | None = None) -> GenResult:
     """A batch request: one POST, one answer."""
@@ -208,29 +223,20 @@ async def stream(client: httpx.AsyncClient, request: GenRequest, model: str, kin
     seen: dict[int, int] = {}
     usage = None
     try:
-        async with client.stream("POST", "/v1/completions",
-                                 json=body(request, model, kind, True, names is not None, seq)) as r:
-            if r.status_code != 200:
-                raise error_for(r.status_code, (await r.aread()).decode(errors="replace"))
-            async for line in r.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    break
-                chunk = json.loads(payload)
-                usage = chunk.get("usage") or usage
-                for choice in chunk.get("choices") or ():
-                    index, new, entries = _take(choices, choice, request, names, encode)
-                    skip = max(0, sent.get(index, 0) - seen.get(index, 0))
-                    seen[index] = seen.get(index, 0) + len(new)
-                    if len(new) > skip:
-                        sent[index] = sent.get(index, 0) + len(new) - skip
-                        if keywords:
-                            request.on_tokens(new[skip:], choice=index,
-                                              logprobs=entries[skip:] if p.logprobs is not None else None)
-                        else:
-                            request.on_tokens(new[skip:])
+        async for chunk in sse_chunks(client, "/v1/completions",
+                                      body(request, model, kind, True, names is not None, seq)):
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or ():
+                index, new, entries = _take(choices, choice, request, names, encode)
+                skip = max(0, sent.get(index, 0) - seen.get(index, 0))
+                seen[index] = seen.get(index, 0) + len(new)
+                if len(new) > skip:
+                    sent[index] = sent.get(index, 0) + len(new) - skip
+                    if keywords:
+                        request.on_tokens(new[skip:], choice=index,
+                                          logprobs=entries[skip:] if p.logprobs is not None else None)
+                    else:
+                        request.on_tokens(new[skip:])
     except httpx.TransportError as e:
         raise Unavailable(f"{type(e).__name__}: {e}") from e
     except ValueError as e:

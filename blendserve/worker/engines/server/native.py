@@ -12,13 +12,12 @@ info says which (blendserve/worker/engines/server/discovery.py).
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
 
 from blendserve.worker.engines.base import GenRequest, GenResult
-from blendserve.worker.engines.server.calls import Refused, Rejected, Unavailable, error_for
+from blendserve.worker.engines.server.calls import Refused, Rejected, Unavailable, error_for, sse_chunks
 from blendserve.worker.engines.sglang_args import Refused as ParamsRefused
 from blendserve.worker.engines.sglang_args import (
     logprob_entries,
@@ -115,39 +114,30 @@ async def stream(client: httpx.AsyncClient, request: GenRequest, vocab: int | No
     last: dict[int, dict] = {}
     have: dict[int, list[int]] = {}        # choice -> the output ids so far
     try:
-        async with client.stream("POST", "/generate", json=payload) as r:
-            if r.status_code != 200:
-                raise error_for(r.status_code, (await r.aread()).decode(errors="replace"))
-            async for line in r.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                chunk = json.loads(data)
-                if "error" in chunk:
-                    raise Refused(f"SGLang refused the request: {chunk['error'].get('message') or chunk['error']}")
-                index = int(chunk.get("index") or 0)
-                got = have.setdefault(index, [])
-                start = len(got)
-                ids = list(chunk.get("output_ids") or [])
-                new = ids if incremental else ids[start:]
-                finish = (chunk.get("meta_info") or {}).get("finish_reason")
-                if finish and new:
-                    new = without_stop_token(new, finish)
-                got += new
-                # Logprob lists are the chunk's own (incremental) or the whole output's so far (cumulative).
-                lp_from = 0 if incremental else start
-                last[index] = _merged(last[index], chunk) if incremental and index in last else chunk
-                skip = max(0, sent.get(index, 0) - start)
-                if len(new) > skip:
-                    sent[index] = sent.get(index, 0) + len(new) - skip
-                    if keywords:
-                        lps = (entries(chunk.get("meta_info") or {}, lp_from + skip, names) or [])[:len(new) - skip] \
-                            if p.logprobs is not None else None
-                        request.on_tokens(new[skip:], choice=index, logprobs=lps)
-                    else:
-                        request.on_tokens(new[skip:])
+        async for chunk in sse_chunks(client, "/generate", payload):
+            if "error" in chunk:
+                raise Refused(f"SGLang refused the request: {chunk['error'].get('message') or chunk['error']}")
+            index = int(chunk.get("index") or 0)
+            got = have.setdefault(index, [])
+            start = len(got)
+            ids = list(chunk.get("output_ids") or [])
+            new = ids if incremental else ids[start:]
+            finish = (chunk.get("meta_info") or {}).get("finish_reason")
+            if finish and new:
+                new = without_stop_token(new, finish)
+            got += new
+            # Logprob lists are the chunk's own (incremental) or the whole output's so far (cumulative).
+            lp_from = 0 if incremental else start
+            last[index] = _merged(last[index], chunk) if incremental and index in last else chunk
+            skip = max(0, sent.get(index, 0) - start)
+            if len(new) > skip:
+                sent[index] = sent.get(index, 0) + len(new) - skip
+                if keywords:
+                    lps = (entries(chunk.get("meta_info") or {}, lp_from + skip, names) or [])[:len(new) - skip] \
+                        if p.logprobs is not None else None
+                    request.on_tokens(new[skip:], choice=index, logprobs=lps)
+                else:
+                    request.on_tokens(new[skip:])
     except httpx.TransportError as e:
         raise Unavailable(f"{type(e).__name__}: {e}") from e
     except ValueError as e:
