@@ -129,7 +129,7 @@ def server(t: Target) -> Check:
         info = asyncio.run(ask())
     except Exception as e:            # noqa: BLE001 - unreachable, refused, no such model: the finding
         return Check("engine server", FAIL, f"{t.url}: {type(e).__name__}: {e}"[:300],
-                     "start the server (README: SGLang and vLLM servers) or fix --url")
+                     "start the server (docs/engine-servers.md) or fix --url")
     found = (f"{info.kind} at {t.url}: {info.model}, running cap {info.running_cap or 'unpublished'}, "
              f"KV {info.kv_tokens or 'unpublished'} tokens, priorities {'on' if info.priorities else 'off'}")
     if info.kind == "sglang" and not info.priorities:

@@ -28,8 +28,8 @@ pytest.importorskip("sglang_router", reason="sglang-router is not installed here
 
 KV_TOKENS = 4096
 # The server runs with SGLang's own running cap (no --max-running-requests, as the compose sglang-server) and
-# with priority scheduling on, as README says to start it. Prefill chunks of 512 tokens keep each CPU step
-# well inside the 20 s SGLang's /health waits for an output, on a loaded machine too.
+# with priority scheduling on, as docs/engine-servers.md says to start it. Prefill chunks of 512 tokens keep each
+# CPU step well inside the 20 s SGLang's /health waits for an output, on a loaded machine too.
 FLAGS = [*cpu_flags(KV_TOKENS), "--enable-priority-scheduling", "--chunked-prefill-size", "512"]
 SYSTEM = "You are a patient tutor. Answer in one sentence and never ask questions back. " * 5
 NO_EOS = {"0": -100.0, "2": -100.0}        # SmolLM2's <|endoftext|> and <|im_end|>: generate to max_tokens

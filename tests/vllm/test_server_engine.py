@@ -35,7 +35,7 @@ BLOCK_SIZE, NUM_BLOCKS = 32, 512
 def server(tmp_path_factory: pytest.TempPathFactory, smollm2_checkpoint: Path) -> Iterator[VllmServer]:
     """One `vllm serve` for the module (about half a minute to start); the last test kills and restarts it.
     Its running cap is vLLM's own (no --max-num-seqs), published with VLLM_SERVER_DEV_MODE=1, and it runs
-    vLLM's priority policy, as README says to start it."""
+    vLLM's priority policy, as docs/engine-servers.md says to start it."""
     s = VllmServer([*small_server_flags(smollm2_checkpoint, SMOLLM2, None, NUM_BLOCKS, BLOCK_SIZE),
                     "--scheduling-policy", "priority"], tmp_path_factory.mktemp("vllm-serve") / "server.log")
     s.env["VLLM_SERVER_DEV_MODE"] = "1"

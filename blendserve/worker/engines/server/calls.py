@@ -74,7 +74,8 @@ def body(request: GenRequest, model: str, kind: str, stream: bool, names: bool,
             out["return_tokens_as_token_ids"] = True
     if p.json_schema is not None:
         schema = json.loads(p.json_schema)
-        if kind == "vllm":          # vLLM 0.32 takes whitespace from its --structured-outputs-config (README)
+        # vLLM 0.32 takes whitespace from its --structured-outputs-config (docs/engine-servers.md)
+        if kind == "vllm":
             out["structured_outputs"] = {"json": schema, "disable_any_whitespace": True,
                                          "disable_additional_properties": p.strict_schema}
         else:
