@@ -26,7 +26,7 @@ def peak_rss(path: Path) -> dict:
     code = f"""
 import os, sys, json
 sys.path.insert(0, {str(Path.cwd())!r})
-from blendserve.core.config import CpuEngineSettings
+from blendserve.core.engine_settings import CpuEngineSettings
 from blendserve.worker.engines.cpu import CpuEngine
 from blendserve.worker.engines.base import GenRequest, SamplingParams
 import random

@@ -74,7 +74,7 @@ def measure_cpu(model_dir: Path) -> HardwareProfile:
     """
     import random
 
-    from blendserve.core.config import CpuEngineSettings
+    from blendserve.core.engine_settings import CpuEngineSettings
     from blendserve.planner.perf import HARDWARE, ModelProfile
     from blendserve.worker.engines.base import GenRequest, SamplingParams
     from blendserve.worker.engines.cpu import CpuEngine

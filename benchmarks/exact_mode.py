@@ -15,7 +15,8 @@ import statistics
 import time
 from pathlib import Path
 
-from blendserve.core.config import CpuEngineSettings, Settings
+from blendserve.core.config import Settings
+from blendserve.core.engine_settings import CpuEngineSettings
 from blendserve.core.served import smollm2_checkpoint
 from blendserve.worker.engines.base import GenRequest, SamplingParams
 from blendserve.worker.engines.cpu import CpuEngine

@@ -31,7 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from blendserve.core.config import CpuEngineSettings  # noqa: E402
+from blendserve.core.engine_settings import CpuEngineSettings  # noqa: E402
 from blendserve.core.modelstore import ensure_checkpoint, load_tokenizer, smollm2_gguf_path  # noqa: E402
 from blendserve.worker.engines.base import GenRequest, SamplingParams  # noqa: E402
 from blendserve.worker.engines.cpu import CpuEngine, default_dtype  # noqa: E402

@@ -31,7 +31,7 @@ from pathlib import Path
 import jsonschema_rs
 
 from benchmarks.harness import tree_cpu_s
-from blendserve.core.config import CpuEngineSettings, VllmSettings
+from blendserve.core.engine_settings import CpuEngineSettings, VllmSettings
 from blendserve.core.modelstore import ensure_checkpoint, load_tokenizer, smollm2_gguf_path
 from blendserve.protocol.bodies import model_info, tokenize
 from blendserve.worker.engines.base import Engine, GenRequest

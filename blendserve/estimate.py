@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from blendserve.core.config import CpuEngineSettings, Settings
+    from blendserve.core.config import Settings
+    from blendserve.core.engine_settings import CpuEngineSettings
 
 POLICIES = ("fcfs", "dfs", "blendserve")
 CPU_SAMPLE = 16     # a 1% sample of a small file is one request; 16 cost seconds on a CPU

@@ -13,8 +13,9 @@ import time
 import pytest
 from sqlalchemy import func, select, update
 
-from blendserve.core.config import EchoSettings, Settings
+from blendserve.core.config import Settings
 from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.engine_settings import EchoSettings
 from blendserve.core.models import Batch, Chunk, File, Request
 from blendserve.migrations.upgrade import upgrade
 from blendserve.worker.engines.base import GenRequest, SamplingParams

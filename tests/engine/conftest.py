@@ -8,7 +8,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from blendserve.core.config import CpuEngineSettings  # noqa: E402
+from blendserve.core.engine_settings import CpuEngineSettings  # noqa: E402
 from blendserve.core.modelstore import build_tiny_model  # noqa: E402
 from blendserve.worker.engines.cpu import CpuEngine  # noqa: E402
 

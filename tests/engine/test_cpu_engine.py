@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM
 
-from blendserve.core.config import CpuEngineSettings
+from blendserve.core.engine_settings import CpuEngineSettings
 from blendserve.core.modelstore import load_tokenizer
 from blendserve.worker.engines.base import GenRequest, GenResult, SamplingParams
 from blendserve.worker.engines.cpu import CpuEngine

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from blendserve.core.config import CpuEngineSettings
+from blendserve.core.engine_settings import CpuEngineSettings
 from blendserve.worker.engines.base import GenRequest, SamplingParams
 from blendserve.worker.engines.cpu import CpuEngine
 from blendserve.worker.engines.cpu.id_tokenizer import IdTokenizer

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from blendserve.core.config import EchoSettings
+from blendserve.core.engine_settings import EchoSettings
 from blendserve.worker.engines.base import GenRequest, SamplingParams
 from blendserve.worker.engines.echo import BLOCK, EchoEngine
 

@@ -1,7 +1,7 @@
 """Engine.stats(): what the worker's heartbeat pushes (running sequences, KV tokens they hold), mid-stream and after."""
 from __future__ import annotations
 
-from blendserve.core.config import EchoSettings
+from blendserve.core.engine_settings import EchoSettings
 from blendserve.worker.engines.base import EngineStats, GenRequest, SamplingParams, engine_stats
 from blendserve.worker.engines.echo import EchoEngine
 

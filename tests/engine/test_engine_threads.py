@@ -9,7 +9,7 @@ from pathlib import Path
 _THREADS_PROBE = """
 import os, sys, threading
 from pathlib import Path
-from blendserve.core.config import CpuEngineSettings
+from blendserve.core.engine_settings import CpuEngineSettings
 from blendserve.worker.engines.base import GenRequest, SamplingParams
 from blendserve.worker.engines.cpu import CpuEngine
 def threads() -> int:

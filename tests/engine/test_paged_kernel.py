@@ -72,7 +72,7 @@ def test_kernel_rejects_what_it_cannot_read(kernel) -> None:
 
 
 def test_the_torch_path_can_be_chosen(tiny_model, monkeypatch) -> None:
-    from blendserve.core.config import CpuEngineSettings
+    from blendserve.core.engine_settings import CpuEngineSettings
     from blendserve.worker.engines.cpu import CpuEngine
 
     assert CpuEngine(tiny_model, "tiny", threads=1, kv_capacity_tokens=64,

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from blendserve.core.config import CpuEngineSettings, Settings, SpeculativeSettings, VllmSettings
+from blendserve.core.config import Settings
+from blendserve.core.engine_settings import CpuEngineSettings, SpeculativeSettings, VllmSettings
 from blendserve.core.modelstore import load_tokenizer
 from blendserve.worker.engines import load_engine
 from blendserve.worker.engines.base import GenRequest, GenResult, SamplingParams

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from blendserve.core.config import CpuEngineSettings
+from blendserve.core.engine_settings import CpuEngineSettings
 from blendserve.worker.engines.base import GenRequest, SamplingParams
 from blendserve.worker.engines.cpu import CpuEngine
 from blendserve.worker.engines.speculative import SpecConfig

@@ -29,7 +29,7 @@ def served(deployment):
 
 @pytest.fixture(scope="session")
 def tiny_engine(tiny_model):
-    from blendserve.core.config import CpuEngineSettings
+    from blendserve.core.engine_settings import CpuEngineSettings
     from blendserve.worker.engines.cpu.engine import CpuEngine
 
     return CpuEngine(tiny_model, TINY, threads=1, kv_capacity_tokens=16384, config=CpuEngineSettings())

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from blendserve.core.config import SglangSettings
+from blendserve.core.engine_settings import SglangSettings
 from blendserve.worker.engines.base import GenRequest, GenResult, SamplingParams
 from blendserve.worker.engines.sglang import SGLangEngine
 from blendserve.worker.engines.speculative import SpecConfig

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from blendserve.core.config import SglangSettings
+from blendserve.core.engine_settings import SglangSettings
 from blendserve.worker.engines.base import SamplingParams
 from blendserve.worker.engines.sglang_args import (
     INTERACTIVE_PRIORITY,

@@ -46,7 +46,7 @@ def vector_requests(ids: list[list[int]]) -> list[GenRequest]:
 
 def engine_checks(minilm: Path, out: Path) -> None:
     """In the child: one SGLang embedding engine through every engine check; what it returned into `out`."""
-    from blendserve.core.config import SglangSettings
+    from blendserve.core.engine_settings import SglangSettings
     from blendserve.worker.engines.sglang_embed import SGLangEmbeddingEngine
 
     # A window of a few inputs (in_flight_kv of the 4096-token pool), so that work is queued behind it.
@@ -104,7 +104,7 @@ def checked(tmp_path_factory: pytest.TempPathFactory, minilm: Path) -> Iterator[
 def test_sglang_gets_the_checkpoints_pooling_and_whole_input_prefills(minilm: Path) -> None:
     from sglang.srt.models import bert
 
-    from blendserve.core.config import SglangSettings
+    from blendserve.core.engine_settings import SglangSettings
     from blendserve.worker.engines import sglang_embed
 
     args = sglang_embed.embedding_args(minilm, SglangSettings(), cuda=False)

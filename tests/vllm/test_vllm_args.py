@@ -33,7 +33,7 @@ def test_the_window_without_a_published_cap() -> None:
     with neither, 256."""
     from types import SimpleNamespace
 
-    from blendserve.core.config import ServerEngineSettings
+    from blendserve.core.engine_settings import ServerEngineSettings
     from blendserve.worker.engines.server.discovery import ServerInfo
     from blendserve.worker.engines.server.engine import ServerEngine
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from blendserve.core.config import VLLM_CPU_DEFAULTS, VllmSettings
+from blendserve.core.engine_settings import VLLM_CPU_DEFAULTS, VllmSettings
 from blendserve.worker.engines.vllm import VllmOptions
 
 DEVICE_ARGS = ("max_num_seqs", "max_num_batched_tokens", "enforce_eager")

@@ -27,7 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 
-from blendserve.core.config import EchoSettings
+from blendserve.core.engine_settings import EchoSettings
 from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult
 from blendserve.worker.engines.driver import CoreDefaults, Feed, Tokens, drive
 

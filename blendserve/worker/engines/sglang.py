@@ -36,7 +36,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from blendserve.core.config import SglangSettings
+from blendserve.core.engine_settings import SglangSettings
 from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult, device_profile
 from blendserve.worker.engines.driver import CoreDefaults, Feed, Tokens, drive
 from blendserve.worker.engines.sglang_args import (

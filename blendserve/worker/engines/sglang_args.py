@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from blendserve.core.config import SglangSettings
+from blendserve.core.engine_settings import SglangSettings
 from blendserve.worker.engines.base import SamplingParams, TokenLogprob
 from blendserve.worker.engines.speculative import SpecConfig
 

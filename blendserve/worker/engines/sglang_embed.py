@@ -46,8 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from blendserve.core.config import SglangSettings
 from blendserve.core.embedstore import normalizes, pooling
+from blendserve.core.engine_settings import SglangSettings
 from blendserve.worker.engines.base import EngineStats, GenRequest
 from blendserve.worker.engines.driver import CoreDefaults, Feed, drive
 from blendserve.worker.engines.embed.engine import EmbedResult

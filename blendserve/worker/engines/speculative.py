@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:     # the settings' pydantic only where settings are read: the CPU engine runs without it
-    from blendserve.core.config import SpeculativeSettings
+    from blendserve.core.engine_settings import SpeculativeSettings
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from blendserve.core.config import VLLM_CPU_DEFAULTS, SpeculativeSettings, VllmSettings
+from blendserve.core.engine_settings import VLLM_CPU_DEFAULTS, SpeculativeSettings, VllmSettings
 from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult, TokenLogprob, device_profile
 from blendserve.worker.engines.device import default_dtype, on_gpu
 from blendserve.worker.engines.driver import CoreDefaults, Feed, Tokens, drive

@@ -45,7 +45,7 @@ from blendserve.worker.engines.logprobs import TokenNames
 from blendserve.worker.engines.threads import DEFAULT_THREADS, one_thread
 
 if TYPE_CHECKING:     # pydantic only where settings are read: the engine also runs where only torch is installed
-    from blendserve.core.config import CpuEngineSettings
+    from blendserve.core.engine_settings import CpuEngineSettings
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 # Prompt lookup, on by default here, in steps of at most 4 sequences: measured faster on rewrite and chat

@@ -43,7 +43,7 @@ from typing import Any
 
 import httpx
 
-from blendserve.core.config import ServerEngineSettings
+from blendserve.core.engine_settings import ServerEngineSettings
 from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult
 from blendserve.worker.engines.driver import drive
 from blendserve.worker.engines.logprobs import TokenNames
