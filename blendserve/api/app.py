@@ -12,7 +12,7 @@ from blendserve.api.auth import FrontDoor, redact_access_log
 from blendserve.api.deps import AppState, clean_params
 from blendserve.api.fastpath import StatusFastPath
 from blendserve.api.lanes import Lanes
-from blendserve.api.routes import batches, completions, dashboard, embeddings, files, models, ops, responses
+from blendserve.api.routes import batches, completions, dashboard, embeddings, files, models, ops, responses, uploads
 from blendserve.api.sessions import Sessions
 from blendserve.api.status import StatusCache
 from blendserve.core.config import Settings
@@ -43,7 +43,7 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
     errors.install(app)
     redact_access_log()
     for r in (files.router, batches.router, models.router, completions.router, embeddings.router,
-              responses.router):
+              responses.router, uploads.router):
         app.include_router(r, dependencies=[Depends(clean_params)])
     for r in (ops.router, dashboard.router):    # probes, scrapes and the page: no key, no /v1 conventions
         app.include_router(r)

@@ -34,6 +34,8 @@ OPEN = {"/health", "/ready", "/docs", "/docs/oauth2-redirect", "/redoc", "/opena
 SMALL = 64 * 1024                 # a batch create, a cancel, a form: kilobytes at most
 LARGE = 8 * 1024 * 1024           # an interactive request (long prompts), as OpenAI's own bound
 UPLOAD = ("POST", "/v1/files")
+PART = re.compile(r"/v1/uploads/[^/]+/parts")    # an Uploads API part: streamed as a file upload is
+PART_LIMIT = 64 * 1024 * 1024 + 1024 * 1024
 # (method, path pattern, bound in bytes); the first match wins, the last line is the default.
 LIMITS = [("POST", re.compile(r"/v1/batches(/[^/]+/cancel)?"), SMALL),
           ("POST", re.compile(r"/v1/.*"), LARGE),
@@ -95,8 +97,8 @@ class FrontDoor:
             return
         try:
             scope.setdefault("state", {})["owner"] = self.authenticate(scope)
-            limit = self.state.settings.max_file_bytes + 1024 * 1024 if (
-                (scope["method"], scope["path"]) == UPLOAD) else body_limit(scope["method"], scope["path"])
+            streamed = _streamed(scope, self.state.settings.max_file_bytes)
+            limit = streamed or body_limit(scope["method"], scope["path"])
             declared = header(scope, b"content-length")
             if declared and (not declared.isascii() or not declared.isdigit()):
                 raise APIError(400, "The Content-Length header is not a number.", code="invalid_request")
@@ -105,7 +107,7 @@ class FrontDoor:
         except APIError as err:
             await send_error(send, err, unread=has_body(scope))
             return
-        if (scope["method"], scope["path"]) == UPLOAD:
+        if streamed:
             await self.app(scope, _counted(receive, limit), send)
             return
         try:
@@ -144,6 +146,15 @@ class FrontDoor:
         if owner is None:
             raise APIError(401, "Incorrect API key provided.", code="invalid_api_key")
         return owner
+
+
+def _streamed(scope: Scope, max_file_bytes: int) -> int:
+    """The body bound of a request whose body streams to the file store (never buffered here); 0: others."""
+    if scope["method"] != "POST":
+        return 0
+    if scope["path"] == UPLOAD[1]:
+        return max_file_bytes + 1024 * 1024
+    return PART_LIMIT if PART.fullmatch(scope["path"]) else 0
 
 
 def _too_large(limit: int) -> APIError:

@@ -12,9 +12,11 @@ Usage is read from the tenant's own rows at the moment of the request (its
 files, through the owner index; its unfinished batches and their counter
 rows), never from a scan of the requests table. Batch output files count
 towards stored bytes and files; they are never refused (the work is done),
-they only make the next upload wait. Two uploads racing past the last bytes
-left can both land: a quota is a bound on what one tenant can take from the
-others, kept to within one upload per concurrent request.
+they only make the next upload wait. Stored bytes also count the bytes of
+uploads still streaming and of Uploads API parts, reserved as they arrive
+(blendserve/api/holds.py), so concurrent uploads cannot pass the bytes quota
+between them. The files quota is checked at the start of each upload: uploads
+racing past the last file left can each land.
 
 Queued tokens per model are known only once the scheduler has read a batch's
 lines, so a new batch is not priced in advance: it is refused while the
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from blendserve.api import holds
 from blendserve.api.errors import APIError
 from blendserve.core.config import Settings
 from blendserve.core.models import Batch, BatchCount, File, Request
@@ -65,20 +68,27 @@ def _storage_retry(session: Session, owner: str) -> str:
 
 def check_upload(session: Session, settings: Settings, owner: str) -> int | None:
     """Before an upload's body is read: 429 if the tenant holds its files or bytes already. Returns the bytes
-    the upload may still take (None: no byte quota)."""
+    left (None: no byte quota); the upload reserves what it takes of them as its bytes arrive."""
     if not settings.quota_stored_files and not settings.quota_stored_bytes:
         return None
-    use = storage(session, owner)
-    if settings.quota_stored_files and use.files >= settings.quota_stored_files:
-        raise APIError(429, f"This tenant stores {use.files} files, its quota of {settings.quota_stored_files}; "
-                       "delete files, or wait for some to expire.", code="file_quota_exceeded",
-                       type="insufficient_quota", headers={"Retry-After": _storage_retry(session, owner)})
+    check_files(session, settings, owner)
     if settings.quota_stored_bytes:
-        left = settings.quota_stored_bytes - use.bytes
+        left = settings.quota_stored_bytes - holds.used(session, owner, int(time.time()))   # files and holds
         if left <= 0:
             raise storage_full(session, settings, owner)
         return left
     return None
+
+
+def check_files(session: Session, settings: Settings, owner: str) -> None:
+    """429 if the tenant holds its quota of files already (at an upload's start, and when parts become one)."""
+    if not settings.quota_stored_files:
+        return
+    files = storage(session, owner).files
+    if files >= settings.quota_stored_files:
+        raise APIError(429, f"This tenant stores {files} files, its quota of {settings.quota_stored_files}; "
+                       "delete files, or wait for some to expire.", code="file_quota_exceeded",
+                       type="insufficient_quota", headers={"Retry-After": _storage_retry(session, owner)})
 
 
 def storage_full(session: Session, settings: Settings, owner: str) -> APIError:

@@ -2,8 +2,10 @@
 
 Starlette's form parser spools the whole upload before the handler sees it, so
 a 200 MB limit could only be checked after 200 MB arrived, and the file would
-be written twice. Here the `file` part goes straight into the file store as it
-arrives, and the size limit is enforced on the bytes received.
+be written twice. Here the `file` part (an Uploads API part's `data`) goes
+straight into the file store as it arrives, and the size limit and the
+tenant's stored-bytes quota (blendserve/api/holds.py) are enforced on the
+bytes received.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from blendserve.api.errors import APIError
+from blendserve.api.holds import Reserver
 from blendserve.core.storage import AtomicWriter
 
 # Everything but the file is small and bounded, so no request can make the API hold more than ~100 KB.
@@ -50,9 +53,10 @@ class _Form:
     """multipart's callbacks for one body: the `file` part streams to the writer, counted and bounded; other
     parts are buffered as text fields, each bounded, as are the parts' number and headers."""
 
-    def __init__(self, up: Upload, writer: AtomicWriter, limit: int, quota_left: int | None,
-                 over_quota: Callable[[], Exception] | None) -> None:
-        self.up, self.writer, self.limit, self.quota_left, self.over_quota = up, writer, limit, quota_left, over_quota
+    def __init__(self, up: Upload, writer: AtomicWriter, limit: int, over_quota: Callable[[], Exception] | None,
+                 file_field: str) -> None:
+        self.up, self.writer, self.limit, self.over_quota, self.file = up, writer, limit, over_quota, file_field
+        self.quota_left: int | None = None      # the bytes the tenant's hold covers (None: no quota)
         self.part: dict = {}
         self.n_parts = 0
 
@@ -90,23 +94,23 @@ class _Form:
         part, up = self.part, self.up
         _, disp = parse_options_header(part["headers"].get(b"content-disposition", b""))
         part["name"] = disp.get(b"name", b"").decode(errors="replace")
-        if part["name"] == "file":
+        if part["name"] == self.file:
             if up.filename is not None:
-                raise _bad("The form has more than one 'file' part.", "file")
+                raise _bad(f"The form has more than one '{self.file}' part.", self.file)
             up.filename = check_filename(disp.get(b"filename", b"upload.jsonl").decode(errors="replace"))
         elif part["name"] in up.fields:
             raise _bad(f"The form field '{part['name'][:64]}' appears twice.", part["name"][:64])
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
         part, up = self.part, self.up
-        if part["name"] != "file":
+        if part["name"] != self.file:
             part["buf"] += data[start:end]
             if len(part["buf"]) > _MAX_FIELD:
                 raise _bad(f"Form field '{part['name'][:64]}' is longer than {_MAX_FIELD} bytes.", part["name"][:64])
             return
         up.size += end - start
         if up.size > self.limit:
-            raise APIError(413, f"File is larger than the limit of {self.limit} bytes.", param="file",
+            raise APIError(413, f"File is larger than the limit of {self.limit} bytes.", param=self.file,
                            code="file_too_large")
         if self.quota_left is not None and up.size > self.quota_left and self.over_quota is not None:
             raise self.over_quota()
@@ -116,21 +120,26 @@ class _Form:
             up.last = data[end - 1:end]
 
     def on_part_end(self) -> None:
-        if self.part["name"] and self.part["name"] != "file":
+        if self.part["name"] and self.part["name"] != self.file:
             self.up.fields[self.part["name"]] = self.part["buf"].decode(errors="replace")
 
 
 async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: AtomicWriter, limit: int,
-                         quota_left: int | None = None, over_quota: Callable[[], Exception] | None = None) -> Upload:
-    """Parse the form, writing the `file` part to `writer`; other parts become text fields. Past `limit` bytes
-    of file a 413; past `quota_left` (the tenant's stored-bytes quota) the error `over_quota` makes."""
+                         reserver: Reserver | None = None, over_quota: Callable[[], Exception] | None = None,
+                         file_field: str = "file") -> Upload:
+    """Parse the form, writing the `file_field` part to `writer`; other parts become text fields. Past `limit`
+    bytes of file a 413. With a quota, `reserver` grows the tenant's hold before each chunk is parsed (a chunk
+    carries at most its own length of file bytes); past what it was granted, the error `over_quota` makes."""
     ctype, params = parse_options_header(content_type)
     if ctype != b"multipart/form-data" or b"boundary" not in params:
         raise APIError(400, "Expected a multipart/form-data body with 'file' and 'purpose'.", code="invalid_request")
     up = Upload()
-    parser = MultipartParser(params[b"boundary"], _Form(up, writer, limit, quota_left, over_quota).callbacks())
+    form = _Form(up, writer, limit, over_quota, file_field)
+    parser = MultipartParser(params[b"boundary"], form.callbacks())
     try:
         async for chunk in body:
+            if reserver is not None and reserver.active:
+                form.quota_left = await reserver.ensure(min(up.size + len(chunk), limit))
             parser.write(chunk)
         parser.finalize()
     except MultipartParseError as e:

