@@ -50,6 +50,7 @@ from sqlalchemy.orm import Session
 
 from blendserve.api.chart import polyline, time_ticks, timeline
 from blendserve.api.views import STALE_BEATS, BatchView, RoundView, WorkerView
+from blendserve.core import deliveries
 from blendserve.core.jobs import BatchStats, batch_stats
 from blendserve.core.models import Batch, Chunk, PlanningRound, Request, Worker
 
@@ -243,6 +244,7 @@ def snapshot(s: Session, owner: str | None, lease_s: float) -> dict:
            for b in bins]
     return {**snap,
             "rounds": recent_rounds(s),              # shared too: counts and times, no tenant's data
+            "deliveries": deliveries.recent(s, owner),   # webhook events of its batches (no URL)
             "bins": bins, "peak_tokens_per_s": max(b.tokens_per_s for b in bins),
             "throughput_points": polyline([b.tokens_per_s for b in bins], 600, 120),
             "mix_points": polyline(mix, 600, 120, top=1.0),

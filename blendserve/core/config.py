@@ -22,6 +22,7 @@ from blendserve.core.engine_settings import (
     VllmSettings,
 )
 from blendserve.core.owners import PREFIX, TENANT, Keyring, owner_of_key
+from blendserve.core.webhook_settings import WebhookSettings
 
 PLANNERS = ("blendserve", "dfs", "fcfs")    # execution orders; dfs and fcfs are the baselines
 
@@ -108,6 +109,7 @@ class Settings(BaseSettings):
     sglang: SglangSettings = Field(default_factory=SglangSettings)
     tp: int = 1                               # tensor-parallel GPUs per worker (GPU engines)
     server_engine: ServerEngineSettings = Field(default_factory=ServerEngineSettings)  # BLENDSERVE_SERVER_*
+    webhook: WebhookSettings = Field(default_factory=WebhookSettings)   # BLENDSERVE_WEBHOOK_*
 
     @property
     def sqlite_path(self) -> Path:

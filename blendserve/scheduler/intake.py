@@ -26,10 +26,11 @@ import orjson
 from sqlalchemy import bindparam, delete, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from blendserve.core import counts
+from blendserve.core import counts, deliveries
 from blendserve.core.config import Settings
 from blendserve.core.models import Batch, File, Request
 from blendserve.core.storage import FileStore
+from blendserve.core.webhook_settings import WebhookSettings
 from blendserve.protocol.embeddings import token_count  # an embeddings row joins its inputs
 from blendserve.scheduler.statistics import refresh_statistics
 from blendserve.scheduler.validation import (
@@ -70,13 +71,15 @@ def next_validating(sessions: sessionmaker[Session], skip: set[str] = frozenset(
         return s.scalars(q.order_by(Batch.created_at, Batch.id).limit(1)).first()
 
 
-def fail_batch(sessions: sessionmaker[Session], batch_id: str, message: str) -> None:
+def fail_batch(sessions: sessionmaker[Session], batch_id: str, message: str,
+               hooks: WebhookSettings | None = None) -> None:
     """Give up on a batch that validation keeps raising on: it fails with one error, nothing runs."""
     with sessions.begin() as s:
         s.execute(delete(Request).where(Request.batch_id == batch_id))
-        s.execute(update(Batch).where(Batch.id == batch_id, Batch.status == "validating").values(
-            status="failed", failed_at=int(time.time()),
-            errors=[{"code": "server_error", "message": message, "param": None, "line": None}]))
+        if s.execute(update(Batch).where(Batch.id == batch_id, Batch.status == "validating").values(
+                status="failed", failed_at=int(time.time()),
+                errors=[{"code": "server_error", "message": message, "param": None, "line": None}])).rowcount:
+            deliveries.queue(s, hooks, batch_id, "failed")
     log.error("batch %s failed: %s", batch_id, message)
 
 
@@ -123,6 +126,8 @@ def validate_batch(batch_id: str, sessions: sessionmaker[Session], store: FileSt
         if errors:
             errors.sort(key=lambda e: e["line"])
             moved = s.execute(still.values(status="failed", failed_at=now, errors=errors)).rowcount == 0
+            if not moved:
+                deliveries.queue(s, settings.webhook, batch_id, "failed")
         else:
             moved = s.execute(still.values(status="in_progress", in_progress_at=now, model=model,
                                            total=total)).rowcount == 0

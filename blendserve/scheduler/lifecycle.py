@@ -21,11 +21,12 @@ import time
 from sqlalchemy import Text, cast, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from blendserve.core import counts
+from blendserve.core import counts, deliveries
 from blendserve.core.ids import new_id
 from blendserve.core.jobs import UNFINISHED
 from blendserve.core.models import Batch, File, Request
 from blendserve.core.storage import FileStore
+from blendserve.core.webhook_settings import WebhookSettings
 from blendserve.scheduler.backoff import Backoff
 from blendserve.scheduler.fencing import LostLease
 
@@ -41,8 +42,10 @@ class _Moved(Exception):
     """The batch left the state a transition started from; the transition is abandoned."""
 
 
-def settle(sessions: sessionmaker[Session], store: FileStore, backoff: Backoff | None = None) -> int:
-    """One pass over every batch that needs a transition; each batch alone. Returns how many moved."""
+def settle(sessions: sessionmaker[Session], store: FileStore, backoff: Backoff | None = None,
+           hooks: WebhookSettings | None = None) -> int:
+    """One pass over every batch that needs a transition; each batch alone. Returns how many moved. A batch
+    that ends queues its webhook event (`hooks`) in the transaction that ends it."""
     backoff = backoff or Backoff()
     moved = 0
     for bid, step in _due(sessions):
@@ -50,7 +53,7 @@ def settle(sessions: sessionmaker[Session], store: FileStore, backoff: Backoff |
         if not backoff.ready(key):
             continue
         try:
-            step(sessions, store, bid)
+            step(sessions, store, bid, hooks)
             backoff.succeeded(key)
             moved += 1
         except LostLease:
@@ -61,30 +64,31 @@ def settle(sessions: sessionmaker[Session], store: FileStore, backoff: Backoff |
     return moved
 
 
-def _cancel(sessions: sessionmaker[Session], store: FileStore, bid: str) -> None:
+def _cancel(sessions: sessionmaker[Session], store: FileStore, bid: str, hooks: WebhookSettings | None) -> None:
     _close_unfinished(sessions, bid, "cancelled", "batch_cancelled", ("cancelling",))
-    _finish(sessions, store, bid, "cancelled", "cancelled_at", "cancelling")
+    _finish(sessions, store, bid, "cancelled", "cancelled_at", "cancelling", hooks)
 
 
-def _expire(sessions: sessionmaker[Session], store: FileStore, bid: str) -> None:
+def _expire(sessions: sessionmaker[Session], store: FileStore, bid: str, hooks: WebhookSettings | None) -> None:
     _close_unfinished(sessions, bid, "expired", "batch_expired", ("in_progress", "validating"))
     with sessions() as s:
         status = s.scalar(select(Batch.status).where(Batch.id == bid))
     if status in ("in_progress", "validating"):
-        _finish(sessions, store, bid, "expired", "expired_at", status)
+        _finish(sessions, store, bid, "expired", "expired_at", status, hooks)
 
 
-def _complete(sessions: sessionmaker[Session], store: FileStore, bid: str) -> None:
+def _complete(sessions: sessionmaker[Session], store: FileStore, bid: str, hooks: WebhookSettings | None) -> None:
     with sessions.begin() as s:
         moved = s.execute(update(Batch).where(Batch.id == bid, Batch.status == "in_progress")
                           .values(status="finalizing", finalizing_at=int(time.time()))).rowcount
     if moved:
         log.info("batch %s finalizing: every request has its result", bid)
-    _finish(sessions, store, bid, "completed", "completed_at", "finalizing")
+    _finish(sessions, store, bid, "completed", "completed_at", "finalizing", hooks)
 
 
-def _restore_completed(sessions: sessionmaker[Session], store: FileStore, bid: str) -> None:
-    """A cancel that raced the batch's completion overwrote `completed`: it stays completed, its files kept."""
+def _restore_completed(sessions: sessionmaker[Session], store: FileStore, bid: str, _hooks: object) -> None:
+    """A cancel that raced the batch's completion overwrote `completed`: it stays completed, its files kept
+    (its event was queued when it completed)."""
     with sessions.begin() as s:
         s.execute(update(Batch).where(Batch.id == bid, Batch.status == "cancelling",
                                       Batch.completed_at.is_not(None)).values(status="completed"))
@@ -120,7 +124,7 @@ def _close_unfinished(sessions: sessionmaker[Session], batch_id: str, status: st
 
 
 def _finish(sessions: sessionmaker[Session], store: FileStore, batch_id: str, status: str, stamp: str,
-            from_status: str | None) -> None:
+            from_status: str | None, hooks: WebhookSettings | None = None) -> None:
     """Write the output and error files, then move the batch from `from_status` to `status` with them."""
     with sessions() as s:
         b = s.get(Batch, batch_id)
@@ -155,6 +159,7 @@ def _finish(sessions: sessionmaker[Session], store: FileStore, batch_id: str, st
                         status=status, **{stamp: now}, output_file_id=out_id if n_out else None,
                         error_file_id=err_id if n_err else None)).rowcount != 1:
                     raise _Moved
+                deliveries.queue(s, hooks, batch_id, status)
         except _Moved:
             for f in files:
                 store.delete(f.id)

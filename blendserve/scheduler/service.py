@@ -34,7 +34,7 @@ from blendserve.core.storage import FileStore
 from blendserve.migrations.upgrade import upgrade
 from blendserve.protocol.bodies import model_info
 from blendserve.protocol.fields import ModelInfo
-from blendserve.scheduler import intake, lifecycle, planning, retention
+from blendserve.scheduler import intake, lifecycle, planning, retention, webhooks
 from blendserve.scheduler.backoff import Backoff
 from blendserve.scheduler.fencing import FencedSessions, LostLease
 
@@ -89,6 +89,7 @@ class Scheduler:
         self.renew_at = 0.0
         self.backoff = Backoff()
         self.tokenized = intake.Progress()     # where tokenizing stands in each running batch
+        self.webhooks = webhooks.Deliverer(settings.webhook, self.sessions, self.readers, lambda: bool(self.leading))
 
     def lead(self) -> bool:
         """Take or renew the scheduler lease; False while another live scheduler holds it.
@@ -122,7 +123,8 @@ class Scheduler:
         busy = intake.tokenize_queued(self.sessions, self.store, self._models, progress=self.tokenized) > 0 or busy
         busy = planning.plan_round(self.sessions, self.settings, self.policy, readers=self.readers,
                                    backoff=self.backoff) > 0 or busy
-        busy = lifecycle.settle(self.sessions, self.store, backoff=self.backoff) > 0 or busy
+        busy = lifecycle.settle(self.sessions, self.store, backoff=self.backoff, hooks=self.settings.webhook) > 0 \
+            or busy
         retention.sweep_if_due(self.sessions, self.store)
         return busy
 
@@ -140,12 +142,14 @@ class Scheduler:
         except Exception as e:
             log.exception("validating batch %s failed", bid)
             if self.backoff.failed(("validate", bid)):
-                intake.fail_batch(self.sessions, bid, f"The batch could not be validated: {type(e).__name__}: {e}")
+                intake.fail_batch(self.sessions, bid, f"The batch could not be validated: {type(e).__name__}: {e}",
+                                  self.settings.webhook)
         return True
 
     def run(self, stop: threading.Event | None = None) -> None:
         stop = stop or threading.Event()
         log.debug("scheduler running (planner=%s)", self.settings.planner)
+        self.webhooks.start()       # its own thread: a slow receiver never delays a tick
         try:
             idle = 0
             while not stop.is_set():
@@ -161,6 +165,7 @@ class Scheduler:
                 idle = 0 if busy else idle + 1
                 stop.wait(self.settings.poll_interval_s * min(2 ** max(idle - 1, 0), IDLE_TICKS))
         finally:
+            self.webhooks.stop()
             try:
                 self.release()      # a standby takes over at once
             except Exception:

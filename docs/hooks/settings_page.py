@@ -33,6 +33,8 @@ GROUPS = {
     "echo": "Echo engine",
     "sglang": "In-process SGLang engine",
     "server_engine": "A running server as the engine (`--engine openai`)",
+    "limit": "Limits: request heads and each tenant's interactive share",
+    "webhook": "Webhooks",
 }
 
 

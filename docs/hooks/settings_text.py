@@ -170,4 +170,18 @@ SETTINGS: dict[str, Doc] = {
     "BLENDSERVE_SERVER_HEALTH_INTERVAL_S": "the `openai` engine's `/health` probe interval while requests run",
     "BLENDSERVE_SERVER_RETRY_MAX_S": "its longest back-off while the server is down",
     "BLENDSERVE_SERVER_CONNECT_TIMEOUT_S": "its connect timeout (a generation has none)",
+    # Webhooks: signed batch events.
+    "BLENDSERVE_WEBHOOK_URL": ("the deployment's endpoint: it receives every batch's `batch.completed`, "
+                               "`batch.failed`, `batch.expired` and `batch.cancelled` events "
+                               "([The Batch API](batch-api.md#webhooks))", "none"),
+    "BLENDSERVE_WEBHOOK_SECRET": ("its `whsec_...` signing secret (Standard Webhooks, as OpenAI signs)", "none"),
+    "BLENDSERVE_WEBHOOK_TENANT_URLS": ("`tenant=url,...`: a tenant's own endpoint (a `tenant:key` tenant of "
+                                       "`BLENDSERVE_API_KEYS`), which receives its batches' events alone", "none"),
+    "BLENDSERVE_WEBHOOK_TENANT_SECRETS": ("`tenant=whsec_...,...`: each tenant endpoint's own secret", "none"),
+    "BLENDSERVE_WEBHOOK_TIMEOUT_S": "one delivery's time limit (connect and answer)",
+    "BLENDSERVE_WEBHOOK_CONCURRENCY": "deliveries in flight at once",
+    "BLENDSERVE_WEBHOOK_RETRY_FIRST_S": "the wait after a first failed delivery; it doubles after each",
+    "BLENDSERVE_WEBHOOK_RETRY_MAX_S": "the longest wait between two attempts: a receiver that comes back up gets "
+                                      "its events within this",
+    "BLENDSERVE_WEBHOOK_RETRY_FOR_S": ("how long an event is retried before it is given up on", "72 hours"),
 }
