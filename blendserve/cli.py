@@ -66,6 +66,7 @@ def _host(settings: Settings, host: str) -> str:
 def cmd_api(args: argparse.Namespace, s: Settings) -> int:
     import uvicorn
 
+    from blendserve.api import doors
     from blendserve.api.app import create_app
 
     host = _host(s, args.host)
@@ -80,8 +81,9 @@ def cmd_api(args: argparse.Namespace, s: Settings) -> int:
     else:
         log.warning("api listening on http://%s:%d/v1 without auth: no BLENDSERVE_API_KEYS set, so on %s only%s",
                     host, args.port, host, f", not {args.host}" if host != args.host else "")
+    # httptools with bounds on a request's head (blendserve/api/doors.py): httptools alone has none.
     config = uvicorn.Config(app, host=host, port=args.port, log_level=args.log_level.lower(),
-                            timeout_graceful_shutdown=5, **own)
+                            timeout_graceful_shutdown=5, http=doors.protocol(s.limit), **own)
     if logging.getLogger().level > logging.DEBUG:       # --log-level DEBUG keeps uvicorn's start-up lines
         logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     uvicorn.Server(config).run()

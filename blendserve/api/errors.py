@@ -62,6 +62,13 @@ def install(app: FastAPI) -> None:
         code = "not_found" if exc.status_code == 404 else None
         return JSONResponse(_body(exc.status_code, str(exc.detail), None, code), status_code=exc.status_code)
 
+    @app.exception_handler(RecursionError)
+    async def _too_deep(_: Request, exc: RecursionError) -> JSONResponse:
+        """A JSON body nested past the parser's depth (json.loads stops at Python's recursion limit): the
+        caller's fault, named as such, never a 500."""
+        return JSONResponse(_body(400, "The request body is nested too deeply.", None, "nested_too_deeply"),
+                            status_code=400)
+
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         return JSONResponse(_body(500, "The server had an error processing your request.", None, None),

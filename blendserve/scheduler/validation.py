@@ -15,6 +15,7 @@ per-request context_length_exceeded error there, never a wrong answer.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ import orjson
 
 from blendserve.protocol import embeddings
 from blendserve.protocol.bodies import render, tokenize
-from blendserve.protocol.fields import SPECIAL_MARGIN, BodyError, ModelInfo, utf8_len
+from blendserve.protocol.fields import SPECIAL_MARGIN, BodyError, ModelInfo, token_id_error, utf8_len
 from blendserve.protocol.requests import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -84,12 +85,28 @@ def _slow_loads(raw: bytes) -> Any:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
         raise BodyError("invalid_json_line", f"The line is not valid JSON: {e.msg}.") from None
+    except RecursionError:
+        raise TooDeep(text) from None
     try:
         json.dumps(obj, ensure_ascii=False).encode()
     except UnicodeEncodeError:
         raise BodyError("invalid_value",
                         "The line holds an unpaired UTF-16 surrogate escape (\\ud800-\\udfff).") from None
     return obj
+
+
+_CUSTOM_ID = re.compile(r'"custom_id"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+class TooDeep(BodyError):
+    """A line nested deeper than the JSON parsers go (orjson: 1024 levels; json: Python's recursion limit); its
+    custom_id, when the text names one only, makes it that request's own error and the rest of the batch runs."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__("nested_too_deeply", "The line's JSON is nested too deeply to parse (1000 levels at most).")
+        found = _CUSTOM_ID.findall(text)
+        cid = json.loads(found[0]) if len(found) == 1 else None
+        self.custom_id = cid if isinstance(cid, str) and cid and len(cid) <= 512 and "\x00" not in cid else None
 
 
 @dataclass
@@ -204,6 +221,8 @@ def context_error(r: ValidRequest, info: ModelInfo) -> LineError | None:
     if info.task == "embed":        # each input must fit on its own; nothing is generated
         err = embeddings.context_error(r.prompt_ids, info)
         return LineError(r.line, err.code, err.message, err.param, r.custom_id, r.model) if err else None
+    if (bad := token_id_error(r.prompt_ids, info.vocab_size)) is not None:   # ids go to the engine as int32
+        return LineError(r.line, "invalid_value", bad, "body", r.custom_id, r.model)
     n = len(r.prompt_ids)
     if n + (r.max_tokens or 1) > info.context_length:
         return LineError(r.line, "context_length_exceeded",
@@ -212,6 +231,13 @@ def context_error(r: ValidRequest, info: ModelInfo) -> LineError | None:
     if r.max_tokens is None:
         r.max_tokens = info.context_length - n
     return None
+
+
+def _envelope_error(e: BodyError, lineno: int, seen: set[str]) -> LineError:
+    """The file's error; a line too deep to parse whose custom_id is known and new is that request's own."""
+    cid = getattr(e, "custom_id", None)
+    own = cid is not None and cid not in seen and not seen.add(cid)
+    return LineError(lineno, e.code, e.message, e.param, cid if own else None)
 
 
 def validate(lines: Iterable[bytes], endpoint: str, models: dict[str, ModelInfo], max_lines: int,
@@ -259,7 +285,7 @@ def validate(lines: Iterable[bytes], endpoint: str, models: dict[str, ModelInfo]
         try:
             env = _check_envelope(raw, endpoint, models, seen, batch_model)
         except BodyError as e:
-            yield LineError(lineno, e.code, e.message, e.param)
+            yield _envelope_error(e, lineno, seen)
             continue
         try:
             r = _check_request(env, lineno, endpoint, models, skeletons)

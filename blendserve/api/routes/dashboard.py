@@ -82,7 +82,10 @@ def _same_site(request: Request) -> bool:
 async def login(request: Request, st: StateDep) -> Response:
     if not _same_site(request):
         return HTMLResponse(_LOGIN.format(message="Log in from this dashboard's own page."), status_code=403)
-    form = parse_qs((await request.body()).decode("utf-8", errors="replace"), max_num_fields=4)
+    try:        # the form has one field; a body of many is not this form's
+        form = parse_qs((await request.body()).decode("utf-8", errors="replace"), max_num_fields=4)
+    except ValueError:
+        return HTMLResponse(_LOGIN.format(message="That is not this page's form."), status_code=400)
     key = (form.get("key") or [""])[0].strip()
     found = st.keyring.lookup(key) if key else None
     if st.keyring and found is None:

@@ -1,0 +1,172 @@
+"""The API's doors against a hostile caller, on a live API process: a request's head is bounded in bytes, lines
+and time before any key is looked at; malformed forms and JSON nested past the parsers are 4xx, never 500;
+a batch line nested past the parsers is that line's error, not the batch's."""
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+
+from blendserve.protocol.bodies import model_info
+from blendserve.scheduler.validation import LineError, ValidRequest, validate
+from tests.conftest import SQLITE_ONLY, TINY
+
+KEYS = {"alpha": "sk-doors-alpha-51f0", "beta": "sk-doors-beta-9a3c"}
+MB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def api(make_deployment):
+    d = make_deployment(BLENDSERVE_API_KEYS=",".join(f"{t}:{k}" for t, k in KEYS.items()),
+                        BLENDSERVE_LIMIT_HEADER_TIMEOUT_S="1.5")
+    d.start("api")
+    d.wait_ready()
+    return d
+
+
+def rss_mb(d) -> float:
+    for line in open(f"/proc/{d.procs['api'].pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def answer_to_huge_header(port: int, size: int) -> tuple[bytes, float]:
+    """Push a GET whose one header line is `size` bytes; return what came back (b"" for a closed connection)
+    and how long after the first byte it came."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setblocking(False)
+    head = b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Filler: "
+    chunk, sent, t0 = b"a" * (256 * 1024), 0, time.monotonic()
+    try:
+        s.sendall(head)
+        while sent < size and time.monotonic() - t0 < 10:
+            readable, writable, _ = select.select([s], [s], [], 0.5)
+            if readable:
+                break
+            if writable:
+                try:
+                    sent += s.send(chunk)
+                except BlockingIOError:
+                    continue
+                except (BrokenPipeError, ConnectionResetError):
+                    break
+        select.select([s], [], [], 5)
+        took = time.monotonic() - t0
+        try:
+            return s.recv(4096), took
+        except (ConnectionResetError, BlockingIOError):
+            return b"", took
+    finally:
+        s.close()
+
+
+@SQLITE_ONLY       # the doors are before any query
+def test_a_200_megabyte_header_is_refused_at_once(api):
+    """Unauthenticated, 200 MB in one header line: the API answers 431 (or hangs up) within a second of the
+    first byte, its memory grows less than 20 MB, and the other tenant is served meanwhile."""
+    before = rss_mb(api)
+    timings: list[float] = []
+
+    def other_tenant() -> None:
+        for _ in range(10):
+            t = time.monotonic()
+            r = httpx.get(f"{api.base_url}/models", headers={"Authorization": f"Bearer {KEYS['beta']}"}, timeout=30)
+            assert r.status_code == 200
+            timings.append(time.monotonic() - t)
+            time.sleep(0.05)
+
+    other = threading.Thread(target=other_tenant)
+    other.start()
+    for _ in range(2):
+        answer, took = answer_to_huge_header(api.port, 200 * MB)
+        assert took < 1.0, f"answered after {took:.2f} s"
+        assert answer == b"" or answer.startswith(b"HTTP/1.1 431"), answer[:80]
+    other.join()
+    grown = rss_mb(api) - before
+    assert grown < 20, f"the API grew {grown:.1f} MB"
+    assert max(timings) < 1.0, timings
+
+
+@SQLITE_ONLY       # the doors are before any query
+def test_too_many_headers_are_refused(api):
+    lines = b"".join(b"X-H%d: v\r\n" % i for i in range(300))
+    with socket.create_connection(("127.0.0.1", api.port), timeout=5) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n" + lines + b"\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 431")
+    r = httpx.get(f"{api.base_url.removesuffix('/v1')}/health", headers={f"x-h{i}": "v" for i in range(50)})
+    assert r.status_code == 200        # fifty is well within the bound
+
+
+@SQLITE_ONLY       # the doors are before any query
+def test_slow_heads_are_closed_after_the_timeout(api):
+    """Hundreds of connections that never finish their heads (silent, or a byte at a time) are all closed
+    once BLENDSERVE_LIMIT_HEADER_TIMEOUT_S (1.5 s here) has passed; a prompt request is served meanwhile."""
+    socks = []
+    for i in range(400):
+        s = socket.create_connection(("127.0.0.1", api.port))
+        if i % 2:
+            s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n")
+        socks.append(s)
+    drip = socks[1]
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 2.5:
+        try:
+            drip.sendall(b"X")         # one more byte of a header now and then: the deadline stays
+        except (BrokenPipeError, ConnectionResetError):
+            break
+        time.sleep(0.2)
+    assert httpx.get(f"{api.base_url.removesuffix('/v1')}/health", timeout=5).status_code == 200
+    deadline, open_ = time.monotonic() + 10, set(range(len(socks)))
+    while open_ and time.monotonic() < deadline:
+        readable, _, _ = select.select([socks[i] for i in open_], [], [], 0.5)
+        for s in readable:
+            try:
+                data = s.recv(4096)
+            except ConnectionResetError:
+                data = b""
+            if not data or data.startswith(b"HTTP/1.1 408"):
+                open_.discard(socks.index(s))
+    took = time.monotonic() - t0
+    for s in socks:
+        s.close()
+    assert not open_, f"{len(open_)} slow connections still open after {took:.1f} s"
+
+
+@SQLITE_ONLY       # the doors are before any query
+def test_a_login_form_of_many_fields_is_a_400(api):
+    base = api.base_url.removesuffix("/v1")
+    r = httpx.post(f"{base}/dashboard/login", content=b"key=a&b=1&c=2&d=3&e=4",
+                   headers={"content-type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 400
+    r = httpx.post(f"{base}/dashboard/login", data={"key": KEYS["alpha"]})
+    assert r.status_code == 303          # the form itself still logs in
+
+
+@SQLITE_ONLY       # the doors are before any query
+@pytest.mark.parametrize("path", ["/batches", "/chat/completions", "/completions", "/embeddings", "/responses"])
+def test_json_nested_100000_deep_is_a_400(api, path):
+    depth = 30_000 if path == "/batches" else 100_000         # /batches takes 64 KiB of body
+    deep = b'{"model": "' + TINY.encode() + b'", "x": ' + b"[" * depth + b"]" * depth + b"}"
+    r = httpx.post(f"{api.base_url}{path}", content=deep, timeout=30,
+                   headers={"Authorization": f"Bearer {KEYS['alpha']}", "content-type": "application/json"})
+    assert r.status_code == 400, (r.status_code, r.text[:200])
+    assert r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_a_batch_line_nested_5000_deep_is_its_own_error(tiny_model):
+    info = model_info(TINY, tiny_model)
+    ok = {"method": "POST", "url": "/v1/chat/completions",
+          "body": {"model": TINY, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}}
+    deep = ('{"custom_id": "deep", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "'
+            + TINY + '", "messages": ' + "[" * 5000 + "]" * 5000 + "}}")
+    lines = [json.dumps({"custom_id": "a", **ok}).encode(), deep.encode(), json.dumps({"custom_id": "b", **ok}).encode()]
+    out = list(validate(lines, "/v1/chat/completions", {TINY: info}, 100))
+    assert sorted(o.custom_id for o in out if isinstance(o, ValidRequest)) == ["a", "b"]     # the rest runs
+    [err] = [o for o in out if isinstance(o, LineError)]
+    assert err.custom_id == "deep" and not err.fails_file and err.code == "nested_too_deeply" and err.line == 2
