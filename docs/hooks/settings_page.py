@@ -34,7 +34,6 @@ GROUPS = {
     "sglang": "In-process SGLang engine",
     "server_engine": "A running server as the engine (`--engine openai`)",
     "limit": "Limits: request heads and each tenant's interactive share",
-    "limit": "Limits: request heads and each tenant's interactive share",
     "webhook": "Webhooks",
 }
 
