@@ -267,7 +267,8 @@ def parser() -> argparse.ArgumentParser:
             p.add_argument("--model", help="served model name, or a checkpoint path (GPU engines)")
             p.add_argument("--tp", type=int, help="tensor-parallel GPUs for this worker (GPU engines)")
     sub.add_parser("simulate", help="the BlendServe planner simulator (see `blendserve simulate --help`)")
-    for name, helptext in (("submit", "upload a JSONL file and create a batch (--wait: progress, then download)"),
+    for name, helptext in (("submit", "upload a JSONL file and create a batch (--wait: progress, then download; "
+                                      "--follow: the finished lines as they come)"),
                            ("status", "show one batch, or the most recent ones"),
                            ("cancel", "cancel a batch"),
                            ("estimate", "run time, tokens/s and GPU-hours of a batch file, before it runs"),

@@ -5,6 +5,12 @@ BlendServe or OpenAI itself: the base URL and key come from `--base-url` /
 `--api-key` or, as the SDK reads them, `OPENAI_BASE_URL` / `OPENAI_API_KEY`.
 Without either, the embedded default at http://127.0.0.1:8000/v1 is used.
 
+`submit --follow` prints the batch's finished lines on stdout as they come, as
+its output and error files hold them, from BlendServe's
+`GET /v1/batches/{id}/output` (docs/batch-api.md): it keeps the cursor of
+the last line it printed and, if the API goes away (a restart), asks again
+from it, so every line is printed exactly once.
+
 The ETA is BlendServe's own (`/dashboard/batches/{id}`: the batch's observed
 rate, or the planner's estimate before enough of it ran); against a server
 without that route (OpenAI) it is extrapolated here from the request counts.
@@ -20,6 +26,12 @@ from pathlib import Path
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 FINAL = ("completed", "failed", "expired", "cancelled")
+CURSOR, DONE = "X-BlendServe-Cursor", "X-BlendServe-Done"     # GET /v1/batches/{id}/output's headers
+FOLLOW_PATIENCE_S = 300.0      # how long --follow keeps asking an API that does not answer (a restart)
+
+
+class FollowError(Exception):
+    """The server refused the output route (an unknown batch, a server without it)."""
 
 
 def _client(args: argparse.Namespace):
@@ -114,6 +126,40 @@ def wait(client, batch, poll_s: float, out=sys.stderr):
     return batch
 
 
+def follow(client, batch_id: str, out=sys.stdout, poll_s: float = 1.0, limit: int = 1000,
+           patience_s: float = FOLLOW_PATIENCE_S) -> int:
+    """Write the batch's finished lines to `out` as they come, until the batch has ended and all are written;
+    returns how many. A response's cursor is kept only once its whole body is written, and a refused
+    connection or a 5xx is asked again from the same cursor: an API restart repeats and skips nothing."""
+    import httpx
+
+    url = f"{str(client.base_url).rstrip('/')}/batches/{batch_id}/output"
+    cursor, written, failing_since = 0, 0, None
+    with httpx.Client(timeout=60, headers={"Authorization": f"Bearer {client.api_key}"}) as http:
+        while True:
+            try:
+                r = http.get(url, params={"after": cursor, "limit": limit})
+                if r.status_code >= 500:
+                    raise httpx.HTTPStatusError(f"{r.status_code}", request=r.request, response=r)
+            except (httpx.TransportError, httpx.HTTPStatusError):
+                failing_since = failing_since or time.time()
+                if time.time() - failing_since > patience_s:
+                    raise
+                time.sleep(poll_s)
+                continue
+            failing_since = None
+            if r.status_code != 200 or CURSOR not in r.headers:
+                raise FollowError(f"{url}: {r.status_code} {r.text[:300]}")
+            out.write(r.text)
+            out.flush()
+            written += r.text.count("\n")
+            cursor = int(r.headers[CURSOR])
+            if r.headers.get(DONE) == "true":
+                return written
+            if len(r.content) == 0:
+                time.sleep(poll_s)
+
+
 def _download(client, file_id: str | None, dest: str | None, what: str) -> None:
     if not file_id or not dest:
         return
@@ -128,10 +174,18 @@ def cmd_submit(args: argparse.Namespace) -> int:
     batch = client.batches.create(input_file_id=uploaded.id, endpoint=args.endpoint,
                                   completion_window=args.completion_window,
                                   metadata=dict(kv.split("=", 1) for kv in args.metadata) or None)
-    print(batch.id)
-    if not args.wait:
+    print(batch.id, file=sys.stderr if args.follow else sys.stdout)    # --follow: stdout holds only JSONL
+    if args.follow:
+        try:
+            follow(client, batch.id, poll_s=args.poll)
+        except FollowError as e:
+            print(f"blendserve submit: {e}", file=sys.stderr)
+            return 2
+        batch = client.batches.retrieve(batch.id)
+    elif not args.wait:
         return 0
-    batch = wait(client, batch, args.poll)
+    else:
+        batch = wait(client, batch, args.poll)
     print(_summary(batch), file=sys.stderr)
     for e in (batch.errors.data if batch.errors and batch.errors.data else []):
         print(f"  line {e.line}: {e.code}: {e.message}", file=sys.stderr)
@@ -168,8 +222,10 @@ def main(cmd: str, argv: list[str], env: Mapping[str, str]) -> int:
         p.add_argument("--completion-window", default="24h")
         p.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE")
         p.add_argument("--wait", action="store_true", help="show progress until the batch ends, then download")
-        p.add_argument("--output", help="with --wait: where to write the output file")
-        p.add_argument("--errors", help="with --wait: where to write the error file")
+        p.add_argument("--follow", action="store_true", help="print the finished lines (JSONL, as the output and "
+                       "error files hold them) on stdout as they come, until the batch ends; the batch id on stderr")
+        p.add_argument("--output", help="with --wait or --follow: where to write the output file")
+        p.add_argument("--errors", help="with --wait or --follow: where to write the error file")
         p.add_argument("--poll", type=float, default=1.0, help="seconds between status polls")
         p.set_defaults(fn=cmd_submit)
     elif cmd == "status":

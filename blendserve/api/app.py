@@ -13,6 +13,7 @@ from blendserve.api.deps import AppState, clean_params
 from blendserve.api.fastpath import StatusFastPath
 from blendserve.api.lanes import Lanes
 from blendserve.api.routes import batches, completions, dashboard, embeddings, files, models, ops, responses, uploads
+from blendserve.api.routes.outputs import router as outputs_router
 from blendserve.api.sessions import Sessions
 from blendserve.api.status import StatusCache
 from blendserve.core.config import Settings
@@ -45,6 +46,7 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
     for r in (files.router, batches.router, models.router, completions.router, embeddings.router,
               responses.router, uploads.router):
         app.include_router(r, dependencies=[Depends(clean_params)])
+    app.include_router(outputs_router, dependencies=[Depends(clean_params)])   # a running batch's finished lines
     for r in (ops.router, dashboard.router):    # probes, scrapes and the page: no key, no /v1 conventions
         app.include_router(r)
 

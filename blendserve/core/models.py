@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, LargeBinary, String
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, LargeBinary, String, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Migration 0014's partial indexes: rows in their finish order, and finished rows not yet given an out_seq.
+NUMBERED, UNNUMBERED = text("out_seq IS NOT NULL"), text("out_seq IS NULL AND finished_at IS NOT NULL")
 
 
 class Base(DeclarativeBase):
@@ -87,6 +90,8 @@ class Request(Base):
         Index("ix_requests_status_model", "status", "model"),
         Index("ix_requests_chunk", "chunk_id", "position"),
         Index("ix_requests_batch_status", "batch_id", "status", "line"),
+        Index("ix_requests_batch_out", "batch_id", "out_seq", sqlite_where=NUMBERED, postgresql_where=NUMBERED),
+        Index("ix_requests_unnumbered", "batch_id", sqlite_where=UNNUMBERED, postgresql_where=UNNUMBERED),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -112,6 +117,9 @@ class Request(Base):
     # alone). A request with attempts runs alone; it fails once it reaches blendserve.worker.service.MAX_ATTEMPTS.
     # It lives on the request, not the chunk, so re-planning never resets it.
     attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Its place among its batch's finished requests, in the order they became visible (migration 0014;
+    # blendserve/scheduler/outputs.py assigns it): the cursor of GET /v1/batches/{id}/output.
+    out_seq: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class Chunk(Base):

@@ -34,7 +34,7 @@ from blendserve.core.storage import FileStore
 from blendserve.migrations.upgrade import upgrade
 from blendserve.protocol.bodies import model_info
 from blendserve.protocol.fields import ModelInfo
-from blendserve.scheduler import intake, lifecycle, planning, retention, webhooks
+from blendserve.scheduler import intake, lifecycle, outputs, planning, retention, webhooks
 from blendserve.scheduler.backoff import Backoff
 from blendserve.scheduler.fencing import FencedSessions, LostLease
 
@@ -125,6 +125,7 @@ class Scheduler:
                                    backoff=self.backoff) > 0 or busy
         busy = lifecycle.settle(self.sessions, self.store, backoff=self.backoff, hooks=self.settings.webhook) > 0 \
             or busy
+        outputs.number_finished(self.sessions)     # never busy: results flow all run long, polling must not spin
         retention.sweep_if_due(self.sessions, self.store)
         return busy
 
