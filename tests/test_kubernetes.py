@@ -26,6 +26,7 @@ from blendserve.cli import parser
 from blendserve.core.config import Settings
 from blendserve.core.engine_settings import ServerEngineSettings
 from blendserve.process import STOP_GRACE_S
+from tests.test_settings_doc import env_names
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy" / "kubernetes"
@@ -33,6 +34,7 @@ OVERLAYS = ("gpus", "external-database", "servers")
 K8S_VERSIONS = ("1.31", "1.37")       # an older release still in cloud support, and the newest schemas shipped
 SECRET_NAMES = ("BLENDSERVE_API_KEYS", "BLENDSERVE_WORKER_SECRET", "BLENDSERVE_DATABASE_URL", "POSTGRES_PASSWORD",
                 "BLENDSERVE_SERVER_API_KEY", "BLENDSERVE_METRICS_TOKEN", "BLENDSERVE_SESSION_SECRET")
+REQUIRED = ("BLENDSERVE_API_KEYS", "BLENDSERVE_WORKER_SECRET", "BLENDSERVE_DATABASE_URL")
 SECRETS = {"BLENDSERVE_API_KEYS": "team-a:k1,k2", "BLENDSERVE_WORKER_SECRET": "s3cr3t-worker",
            "POSTGRES_PASSWORD": "pg-pass-1",
            "BLENDSERVE_DATABASE_URL": "postgresql+psycopg://blendserve:pg-pass-1@blendserve-postgres:5432/blendserve"}
@@ -139,7 +141,7 @@ def tree(tmp_path: Path) -> Path:
     shutil.copytree(DEPLOY, copy, ignore=shutil.ignore_patterns("secrets.env"))
     lines = []
     for line in (copy / "base" / "secrets.env.example").read_text().splitlines():
-        key = line.partition("=")[0]
+        key = line.lstrip("#").partition("=")[0]
         lines.append(f"{key}={SECRETS[key]}" if key in SECRETS else line)
     (copy / "base" / "secrets.env").write_text("\n".join(lines) + "\n")
     return copy
@@ -258,7 +260,7 @@ def test_the_in_cluster_database_is_where_the_example_url_points(tree: Path, ove
     objs = render(tree / "overlays" / overlay)
     example = (DEPLOY / "base" / "secrets.env.example").read_text()
     url = urlsplit(next(line.partition("=")[2] for line in example.splitlines()
-                        if line.startswith("BLENDSERVE_DATABASE_URL=")))
+                        if line.lstrip("#").startswith("BLENDSERVE_DATABASE_URL=")))
     service = objs["Service", url.hostname]
     assert url.port in [p["port"] for p in service["spec"]["ports"]]
     pg = objs["StatefulSet", url.hostname]
@@ -283,8 +285,45 @@ def test_secrets_come_from_secrets_that_exist(tree: Path, overlay: str) -> None:
                     assert s["key"] in objs["Secret", s["name"]]["data"], f"{name}: {s}"
     for name, c in blendserve_containers(objs):
         env = container_env(objs, c)
-        for key in ("BLENDSERVE_API_KEYS", "BLENDSERVE_WORKER_SECRET", "BLENDSERVE_DATABASE_URL"):
+        for key in REQUIRED:
             assert env[key] == SECRETS[key], f"{name} lacks {key}"
+
+
+def required_refs(c: dict) -> dict[str, dict]:
+    """The container's secretKeyRefs Kubernetes must resolve before it starts the container."""
+    return {e["name"]: e["valueFrom"]["secretKeyRef"] for e in c.get("env", [])
+            if "secretKeyRef" in e.get("valueFrom", {}) and not e["valueFrom"]["secretKeyRef"].get("optional")}
+
+
+def test_an_unfilled_example_starts_no_role(tmp_path: Path) -> None:
+    """secrets.env copied as it ships: no key is set, so Kubernetes refuses every BlendServe container
+    (and PostgreSQL) at start, rather than running the API with no keys, as compose's `:?` refuses."""
+    copy = tmp_path / "kubernetes"
+    shutil.copytree(DEPLOY, copy, ignore=shutil.ignore_patterns("secrets.env"))
+    shutil.copy(copy / "base" / "secrets.env.example", copy / "base" / "secrets.env")
+    objs = render(copy / "overlays" / "gpus")
+    assert not objs["Secret", "blendserve-secrets"].get("data")
+    refs = {name: required_refs(c) for name, o in workloads(objs).items() for c in containers(o)}
+    for name, _ in blendserve_containers(objs):
+        assert set(REQUIRED) <= set(refs[name]), f"{name} would start without {set(REQUIRED) - set(refs[name])}"
+    assert refs["blendserve-postgres"]["POSTGRES_PASSWORD"]["name"] == "blendserve-secrets"
+
+
+def test_every_setting_given_is_one_the_roles_read(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings ignore unknown variables, so a misspelt BLENDSERVE_* would be dropped silently: each one a
+    container gets is a setting, and the settings parse from that environment."""
+    readable = env_names(Settings)
+    for overlay in OVERLAYS:
+        objs = render(tree / "overlays" / overlay)
+        for name, c in blendserve_containers(objs):
+            env = container_env(objs, c)
+            assert {k for k in env if k.startswith("BLENDSERVE_")} <= readable, name
+            with monkeypatch.context() as m:
+                for key, value in env.items():
+                    m.setenv(key, value)
+                s = Settings()
+            assert s.database_url == SECRETS["BLENDSERVE_DATABASE_URL"] and s.data_dir == Path("/data"), name
+            assert len(s.api_keys) == 2 and s.worker_secret == SECRETS["BLENDSERVE_WORKER_SECRET"], name
 
 
 def test_no_committed_manifest_holds_a_secret_value() -> None:
