@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import Request
 
 from blendserve.api.errors import APIError
 from blendserve.api.holds import Reserver
@@ -126,10 +127,12 @@ class _Form:
 
 async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: AtomicWriter, limit: int,
                          reserver: Reserver | None = None, over_quota: Callable[[], Exception] | None = None,
-                         file_field: str = "file") -> Upload:
+                         file_field: str = "file", expected: int = 0) -> Upload:
     """Parse the form, writing the `file_field` part to `writer`; other parts become text fields. Past `limit`
     bytes of file a 413. With a quota, `reserver` grows the tenant's hold before each chunk is parsed (a chunk
-    carries at most its own length of file bytes); past what it was granted, the error `over_quota` makes."""
+    carries at most its own length of file bytes), and first by the body's declared length (`expected`), so that
+    of concurrent uploads the first ones take what is left whole rather than all of them a share too small to
+    finish; past what it was granted, the error `over_quota` makes."""
     ctype, params = parse_options_header(content_type)
     if ctype != b"multipart/form-data" or b"boundary" not in params:
         raise APIError(400, "Expected a multipart/form-data body with 'file' and 'purpose'.", code="invalid_request")
@@ -137,6 +140,8 @@ async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: 
     form = _Form(up, writer, limit, over_quota, file_field)
     parser = MultipartParser(params[b"boundary"], form.callbacks())
     try:
+        if reserver is not None and reserver.active and expected:
+            form.quota_left = await reserver.ensure(min(expected, limit))
         async for chunk in body:
             if reserver is not None and reserver.active:
                 form.quota_left = await reserver.ensure(min(up.size + len(chunk), limit))
@@ -148,3 +153,9 @@ async def receive_upload(content_type: str, body: AsyncIterator[bytes], writer: 
         raise _bad("The multipart/form-data body ended before its closing boundary.")
     up.lines += up.size > 0 and up.last != b"\n"
     return up
+
+
+def declared_length(request: Request) -> int:
+    """The body's Content-Length (digits only: the front door checked it), 0 when it streams without one."""
+    declared = request.headers.get("content-length")
+    return int(declared) if declared else 0

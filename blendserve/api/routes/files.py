@@ -17,7 +17,7 @@ from blendserve.api.holds import Reserver, held
 from blendserve.api.pagination import after_cursor
 from blendserve.api.schemas import ERRORS, UPLOAD_BODY, FileDeleted, FileList, FileObject
 from blendserve.api.serialize import file_obj, page
-from blendserve.api.upload import receive_upload
+from blendserve.api.upload import declared_length, receive_upload
 from blendserve.core.ids import new_id
 from blendserve.core.models import Batch, DeletedFile, File
 from blendserve.core.uploads import StorageHold
@@ -56,7 +56,7 @@ async def _store_upload(request: Request, st, owner: str, file_id: str, limit: i
     File row, which takes the place of the upload's hold in one transaction."""
     with st.store.open_writer(file_id) as writer:
         up = await receive_upload(request.headers.get("content-type", ""), request.stream(), writer, limit,
-                                  reserver, lambda: _storage_full(st, owner))
+                                  reserver, lambda: _storage_full(st, owner), expected=declared_length(request))
         unknown = sorted(set(up.fields) - FORM_FIELDS)
         if unknown:
             raise APIError(400, f"Unrecognized request argument supplied: {unknown[0][:64]!r}.",

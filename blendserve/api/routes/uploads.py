@@ -21,7 +21,7 @@ from blendserve.api.expiry import ExpiresAfter, expires_at
 from blendserve.api.holds import Reserver, held
 from blendserve.api.routes.files import UPLOAD_PURPOSES, _storage_full
 from blendserve.api.schemas import ERRORS
-from blendserve.api.upload import check_filename, receive_upload
+from blendserve.api.upload import check_filename, declared_length, receive_upload
 from blendserve.core.ids import new_id
 from blendserve.core.models import File
 from blendserve.core.uploads import Upload
@@ -91,7 +91,8 @@ async def add_part(upload_id: str, request: Request, st: StateDep, owner: OwnerD
     async with held(reserver):
         with st.store.open_writer(part_id) as writer:
             up = await receive_upload(request.headers.get("content-type", ""), request.stream(), writer,
-                                      ups.PART_MAX_BYTES, reserver, lambda: _storage_full(st, owner), "data")
+                                      ups.PART_MAX_BYTES, reserver, lambda: _storage_full(st, owner), "data",
+                                      declared_length(request))
             unknown = sorted(up.fields)
             if unknown:
                 raise APIError(400, f"Unrecognized request argument supplied: {unknown[0][:64]!r}.",
