@@ -1,13 +1,15 @@
 """Planning rounds: order the unclaimed work of each model and cut it into chunks.
 
-A round starts when unplanned requests reach N_max, when the oldest has
-waited T_max (docs/design.md §4.1), or when the policy asks for one (its
-warm-up samples finished, or the set of live workers changed). T_max counts
-only while no planned chunk of the model waits for a worker: it exists so an
-engine never idles, and with a backlog none does; without that, work that
-trickles in (a big file being tokenized) would re-plan the whole backlog
-every T_max. The exception is new work of a better priority class than work
-already planned (blendserve/scheduler/priority.py): it must not wait behind the backlog.
+A round starts at once when a model has new work and no planned chunk left
+(its engines would otherwise idle, and a batch's first result waits on it),
+when its unplanned requests reach N_max, or when the policy asks for one (its
+warm-up samples finished, or the set of live workers changed) (docs/design.md
+§4.1). While a backlog is planned, new work waits for N_max or for the
+backlog to drain: re-planning the backlog for work that trickles in (a big
+file being tokenized) would cost a round per trickle. The exception is new
+work of a better priority class than work already planned
+(blendserve/scheduler/priority.py): it waits T_max to gather, then is
+planned ahead of the backlog.
 
 A round re-plans everything no worker has claimed: pending chunks are
 dissolved, their requests join the new ones, and the policy orders the union
@@ -43,6 +45,7 @@ import numpy as np
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from blendserve.core import bell
 from blendserve.core.config import Settings
 from blendserve.core.models import Batch, Chunk, Request, Worker
 from blendserve.scheduler import priority, rounds
@@ -169,8 +172,8 @@ def _due_models(session: Session, settings: Settings, policy: Policy, now: float
         .where(Request.status == "pending", Batch.status == "in_progress").group_by(Request.model)).all()
     planned = set(session.scalars(select(Chunk.model).where(Chunk.status == "pending").distinct()))
     outranks = _outranking_models(session, settings, now) if planned & {m for m, _, _ in rows} else set()
-    due = {m for m, count, oldest in rows if count >= settings.plan_max_requests
-           or ((m not in planned or m in outranks) and now - oldest >= settings.plan_max_wait_s)}
+    due = {m for m, count, oldest in rows if count >= settings.plan_max_requests or m not in planned
+           or (m in outranks and now - oldest >= settings.plan_max_wait_s)}
     due |= {m for m in planned
             if policy.wants_round(session, m, len(live_workers(session, m, settings.lease_seconds, now)))}
     return sorted(due)
@@ -290,6 +293,7 @@ def _plan_model(sessions: sessionmaker[Session], readers: sessionmaker[Session],
                      rnd.max_tokens, np.array([r[10] or 0 for r in rows], dtype=np.int64), snap.unclaimed,
                      snap.front, settings, now)
         rounds.record(s, model, now, time.time() - now, len(rows), est)
+    bell.ring(settings.data_dir, "chunks")     # idle workers claim now, not after their back-off
     log.info("planned %d request(s) of %s in %d piece(s)%s: policy %.2fs, round %.2fs; %s", len(rows), model,
              len(pieces), f", {snap.backlog} left planned" if snap.incremental else "", t_plan,
              time.time() - now, rounds.describe(est))

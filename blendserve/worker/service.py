@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import update
 
+from blendserve.core.bell import Bell
 from blendserve.core.config import Settings
 from blendserve.core.db import make_sessionmaker, shared_engine
 from blendserve.core.ids import new_id
@@ -87,6 +88,7 @@ class WorkerService:
         self.id = new_id("worker_")
         self.stop = threading.Event()
         self.lane = Lane(settings.interactive_max_batch, settings.interactive_max_wait_ms / 1000, WORK)
+        self.chunks_bell = Bell(settings.data_dir, "chunks")   # rung by the scheduler when a round wrote chunks
         self.share = Share()
         self.interactive = self._interactive_server(model_path, rank)
         live_and_claims = shared(self.sessions)
@@ -154,13 +156,14 @@ class WorkerService:
         log.info("worker %s stopped; unfinished work handed back", self.id)
 
     def _idle(self, seconds: float) -> None:
-        """Wait up to `seconds`, less if this process claimed work meanwhile, an interactive request
-        arrived or its group falls due (the lane shares WORK), or the worker is stopping."""
+        """Wait up to `seconds`, less if this process claimed work meanwhile, a planning round wrote chunks,
+        an interactive request arrived or its group falls due (the lane shares WORK), or the worker is stopping."""
         deadline = time.monotonic() + seconds
         with WORK:
             while not self.stop.is_set() and (left := deadline - time.monotonic()) > 0:
                 due = self.lane.due_in()
-                if due == 0.0 or WORK.wait(min(left, 0.1, due if due is not None else left)):
+                if due == 0.0 or self.chunks_bell.rang() or WORK.wait(min(left, 0.05, due if due is not None
+                                                                               else left)):
                     return
 
     # -- the engine stream -------------------------------------------------------------------

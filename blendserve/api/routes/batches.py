@@ -17,6 +17,7 @@ from blendserve.api.routes.files import get_owned
 from blendserve.api.schemas import ERRORS, BatchList, BatchObject
 from blendserve.api.serialize import batch_obj, page
 from blendserve.api.status import batch_status
+from blendserve.core import bell
 from blendserve.core.ids import new_id
 from blendserve.core.jobs import batch_stats
 from blendserve.core.models import Batch
@@ -90,6 +91,7 @@ def create_batch(req: CreateBatch, session: SessionDep, owner: OwnerDep, st: Sta
               output_expires_after_s=req.output_expires_after.seconds if req.output_expires_after else None)
     session.add(b)
     session.commit()
+    bell.ring(st.settings.data_dir, "batches")     # the scheduler validates it now, not after its idle wait
     return render(session, b)
 
 
@@ -132,6 +134,7 @@ def cancel_batch(batch_id: str, session: SessionDep, owner: OwnerDep, st: StateD
                     .values(status="cancelling", cancelling_at=int(time.time())))
     session.commit()
     st.status_cache.drop(owner, batch_id)
+    bell.ring(st.settings.data_dir, "batches")
     session.refresh(b)
     if b.status not in ("cancelling", "cancelled"):    # a 400: the SDK retries a 409, and this never changes
         raise APIError(400, f"Cannot cancel a batch with status '{b.status}'.", code="invalid_state")
