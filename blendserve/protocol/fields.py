@@ -38,6 +38,24 @@ def is_token_ids(v: Any, vocab_size: int | None) -> bool:
         isinstance(t, int) and not isinstance(t, bool) and 0 <= t < top for t in v)
 
 
+def token_id_error(ids: Any, vocab_size: int | None) -> str | None:
+    """Where a list of integer ids holds one outside the vocabulary (or, without one, outside int32, the
+    width ids are stored in): a sentence naming the first such id, its position and the vocabulary; else None."""
+    if not isinstance(ids, list):
+        return None
+    top = vocab_size or 2**31
+    try:
+        if not ids or (min(ids) >= 0 and max(ids) < top):       # the common case, at C speed
+            return None
+    except TypeError:
+        pass
+    for i, t in enumerate(ids):
+        if isinstance(t, int) and not isinstance(t, bool) and not 0 <= t < top:
+            where = f"the model's vocabulary of {vocab_size} tokens" if vocab_size else "the 32-bit token ids"
+            return f"Token id {t} at position {i} is outside {where} (ids 0 to {top - 1})."
+    return None
+
+
 def token_ids_rule(vocab_size: int | None) -> str:
     """How an error message words `is_token_ids`' rule."""
     return "an array of token ids" + (f" below the vocabulary size, {vocab_size}" if vocab_size else "")

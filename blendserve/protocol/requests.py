@@ -25,7 +25,15 @@ from typing import Any, ClassVar
 
 from blendserve.protocol import embeddings, responses_api, structured
 from blendserve.protocol.body import Door, RequestBody, or_default, stream_rules
-from blendserve.protocol.fields import BodyError, ModelInfo, check_int, check_messages, is_token_ids, token_ids_rule
+from blendserve.protocol.fields import (
+    BodyError,
+    ModelInfo,
+    check_int,
+    check_messages,
+    is_token_ids,
+    token_id_error,
+    token_ids_rule,
+)
 from blendserve.protocol.sampling import SamplingParams
 from blendserve.protocol.sampling_rules import check_sampling
 from blendserve.protocol.structured import Constraint, ToolCall
@@ -150,7 +158,9 @@ class CompletionRequest(Sampling):
             return prompt, mt
         if is_token_ids(prompt, vocab):
             return list(prompt), mt
-        raise BodyError("invalid_value", f"'prompt' must be a non-empty string or {token_ids_rule(vocab)}"
+        bad = token_id_error(prompt, vocab)       # named first: the caller sees which id is out of range
+        raise BodyError("invalid_value", (f"{bad} " if bad else "") + f"'prompt' must be a non-empty string or "
+                        f"{token_ids_rule(vocab)}"
                         + ("." if door.interactive else " (one prompt per line)."), "prompt")
 
     @property

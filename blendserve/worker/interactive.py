@@ -23,14 +23,15 @@ import json
 import logging
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from blendserve.core.config import WORKER_SECRET_HEADER
 from blendserve.protocol.bodies import check_interactive
-from blendserve.protocol.fields import BodyError, ModelInfo
+from blendserve.protocol.fields import BodyError, ModelInfo, token_id_error
 from blendserve.protocol.requests import RequestBody
 from blendserve.worker import interactive_api
+from blendserve.worker.bounded_http import BoundedHTTPServer
 from blendserve.worker.engines.base import GenRequest, GenResult
 from blendserve.worker.http_io import Call, TextStream, error_body, send_json
 from blendserve.worker.lane import Lane
@@ -51,6 +52,10 @@ class InteractiveServer:
         self.lane, self.info, self.tokenizer, self.model_name = lane, info, tokenizer, model_name
         self.fingerprint = fingerprint      # system_fingerprint of what the engine computes (worker/engines/base.py)
         self.calls: dict[int, Call] = {}
+        # Requests of the calls in flight, and the keys whose caller already has tokens: after a failed stream
+        # the others run again alone (blendserve/worker/poison.py), docs/design.md §12.1.
+        self.requests: dict[int, GenRequest] = {}
+        self.sent: set[int] = set()
         self.closing = False
         # Only the API may call: with BLENDSERVE_WORKER_SECRET set, a call without it is a 401. Off loopback,
         # the secret is required, so a worker bound on a cluster network is never an open door to the engine.
@@ -58,7 +63,7 @@ class InteractiveServer:
         if not self.secret and host not in ("127.0.0.1", "localhost", "::1"):
             raise RuntimeError(f"the interactive endpoint would listen on {host} with no "
                                "BLENDSERVE_WORKER_SECRET; set one, the same for the API and every worker")
-        self.httpd = ThreadingHTTPServer((host, port), self._handler())
+        self.httpd = BoundedHTTPServer((host, port), self._handler())     # threads bounded (bounded_http.py)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
 
@@ -77,9 +82,17 @@ class InteractiveServer:
     # -- called from the engine's thread ----------------------------------------------------------
 
     def finish(self, result: GenResult) -> None:
+        """The call's result, or its own error (`result.error`: a 400 where its input is at fault, else a 500;
+        never a 503, which would send the same request on to the next worker)."""
         if (call := self.calls.get(result.key)) is not None:
             call.finished = True
-            call.events.put(("done", result))
+            call.events.put(("done" if result.error is None else "failed", result))
+
+    def taken(self) -> list[GenRequest]:
+        """Requests of calls in flight that the engine took from the lane (none of them finished)."""
+        waiting = self.lane.waiting_keys()
+        return [r for key, r in list(self.requests.items()) if key not in waiting
+                and (call := self.calls.get(key)) is not None and not call.finished]
 
     def abort(self, key: int, message: str) -> None:
         if (call := self.calls.get(key)) is not None:
@@ -123,6 +136,8 @@ class InteractiveServer:
                                 f"{interactive_api.ENDPOINTS[0]}.", "model")
             else:
                 req = check_interactive(h.path, body, self.info)
+                if (bad := token_id_error(req.prompt_ids, self.info.vocab_size)) is not None:
+                    raise BodyError("invalid_value", bad, "prompt")   # before it can reach a step shared with others
                 params = req.request.sampling_params(req.max_tokens)
                 tool = req.request.tool_call()
         except json.JSONDecodeError as e:
@@ -136,9 +151,10 @@ class InteractiveServer:
         texts = [TextStream(self.tokenizer, params.stop) for _ in range(params.n)] if req.stream else []
 
         def on_tokens(ids: list[int], choice: int = 0, logprobs: list | None = None) -> None:
+            self.sent.add(key)
             call.events.put(("tokens", (choice, ids, logprobs)))
 
-        self.lane.put(GenRequest(key, req.prompt_ids, params, on_tokens=on_tokens if req.stream else None))
+        self._put(GenRequest(key, req.prompt_ids, params, on_tokens=on_tokens if req.stream else None))
         try:
             if req.stream:
                 self._stream(h, call, texts, req.include_usage, params.logprobs is not None)
@@ -148,16 +164,19 @@ class InteractiveServer:
             if not call.finished:          # the caller left: the engine drops the request at its next step
                 self.lane.cancel(key)
         finally:
-            del self.calls[key]
+            self._done(key)
             log.debug("interactive %d: %.1f ms", key, (time.perf_counter() - t0) * 1e3)
 
     def _serve_api(self, h: BaseHTTPRequestHandler, req: GenRequest, streaming: bool, body: RequestBody) -> None:
         """/v1/embeddings and /v1/responses (blendserve/worker/interactive_api.py): the same lane, their own answers."""
         call = self.calls[req.key] = Call(req.key, h.path)
         if streaming:
-            req = dataclasses.replace(req, on_tokens=lambda ids, choice=0, logprobs=None: call.events.put(
-                ("tokens", (ids, logprobs))))
-        self.lane.put(req)
+            def on_tokens(ids: list[int], choice: int = 0, logprobs: list | None = None) -> None:
+                self.sent.add(call.key)
+                call.events.put(("tokens", (ids, logprobs)))
+
+            req = dataclasses.replace(req, on_tokens=on_tokens)
+        self._put(req)
         try:
             if streaming:
                 interactive_api.stream(h, call, body, self.model_name, self.tokenizer)
@@ -167,7 +186,16 @@ class InteractiveServer:
             if not call.finished:          # the caller left: the engine drops the request at its next step
                 self.lane.cancel(req.key)
         finally:
-            del self.calls[req.key]
+            self._done(req.key)
+
+    def _put(self, request: GenRequest) -> None:
+        self.requests[request.key] = request
+        self.lane.put(request)
+
+    def _done(self, key: int) -> None:
+        del self.calls[key]
+        self.requests.pop(key, None)
+        self.sent.discard(key)
 
     def _reply(self, h: BaseHTTPRequestHandler, call: Call) -> None:
         kind, value = call.next(h)
@@ -175,6 +203,8 @@ class InteractiveServer:
             kind, value = call.next(h)
         if kind == "error":
             return send_json(h, 503, error_body(value, "worker_stopping", None, "server_error"))
+        if kind == "failed":
+            return send_json(h, *interactive_api.failed(value))
         value.fingerprint = value.fingerprint or self.fingerprint
         send_json(h, 200, response_body(call.endpoint, self.model_name, value, call.tool))
 
@@ -189,8 +219,8 @@ class InteractiveServer:
             if kind == "tokens":
                 i, ids, entries = value if isinstance(value, tuple) else (0, value, None)
                 out.tokens(i, texts[i].add(ids), entries)
-            elif kind == "error":
-                return out.error(value)
+            elif kind in ("error", "failed"):
+                return out.error(value if kind == "error" else value.error)
             else:
                 return out.finish(value, texts)
 

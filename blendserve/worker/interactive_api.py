@@ -17,7 +17,7 @@ from blendserve.protocol import embeddings, response_object, responses_api
 from blendserve.protocol.fields import BodyError
 from blendserve.protocol.requests import EmbeddingRequest, RequestBody, ResponsesRequest, parse
 from blendserve.protocol.results import output_logprobs, result_body
-from blendserve.worker.engines.base import GenRequest
+from blendserve.worker.engines.base import GenRequest, GenResult
 from blendserve.worker.http_io import Call, TextStream, error_body, send_json
 
 if TYPE_CHECKING:
@@ -52,6 +52,14 @@ def prepare(info: ModelInfo, lane: Lane, path: str, body: Any) -> tuple[GenReque
     return GenRequest(lane.new_key(), ids, req.sampling_params(mt)), req, bool(req.stream)
 
 
+def failed(result: GenResult) -> tuple[int, dict]:
+    """The status and body of a call that failed alone (GenResult.error): a 400 where its own input is at
+    fault, else a 500 (not a 503: the API would send the same request on to the next worker)."""
+    if result.refused:
+        return 400, error_body(result.error or "", "invalid_value", None)
+    return 500, error_body(result.error or "", "engine_error", None, "server_error")
+
+
 def reply(h: BaseHTTPRequestHandler, call: Call, body: RequestBody, model_name: str) -> None:
     """The whole answer as one JSON body once the engine finished it."""
     kind, value = call.next(h)
@@ -59,6 +67,8 @@ def reply(h: BaseHTTPRequestHandler, call: Call, body: RequestBody, model_name: 
         kind, value = call.next(h)
     if kind == "error":
         return send_json(h, 503, error_body(value, "worker_stopping", None, "server_error"))
+    if kind == "failed":
+        return send_json(h, *failed(value))
     send_json(h, 200, result_body(model_name, value, body))
 
 
@@ -87,8 +97,8 @@ def stream(h: BaseHTTPRequestHandler, call: Call, body: ResponsesRequest, model_
             if delta := text.add(ids):
                 send(events.delta(delta, output_logprobs(pending)))
                 pending = []
-        elif kind == "error":
-            send([events.error(value)])
+        elif kind in ("error", "failed"):
+            send([events.error(value if kind == "error" else value.error)])
             return
         else:
             if rest := text.close(value.text):

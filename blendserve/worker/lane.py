@@ -76,6 +76,11 @@ class Lane:
                 return True
             return False
 
+    def waiting_keys(self) -> set[int]:
+        """Keys of the requests still waiting here (not yet in the engine)."""
+        with self._lock:
+            return {w[1].key for w in self._waiting}
+
     def pending(self) -> int:
         with self._lock:
             return len(self._waiting)

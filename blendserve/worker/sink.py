@@ -43,7 +43,7 @@ class ResultSink:
         if res.error is not None:       # refused by the engine: this request fails alone, the stream runs on
             if res.key < 0:
                 if self.interactive is not None:
-                    self.interactive.abort(res.key, res.error)
+                    self.interactive.finish(res)    # a 400 or a 500 of its own (InteractiveServer.finish)
             elif (meta := self.ledger.meta.pop(res.key, None)) is not None:
                 self.failed(meta[0], res.key, res.error, counted=True)
             return

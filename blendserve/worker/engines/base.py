@@ -38,6 +38,9 @@ class GenResult:
     # The engine refused this request alone (a parameter it cannot apply): the worker writes it as the
     # request's own error line and the rest of the stream runs on. None: a result.
     error: str | None = None
+    # With `error`: the request's own input is at fault (a token id past the vocabulary, a parameter the engine
+    # rejects), so an interactive caller gets a 400; False: the engine failed on it (a 500, not retried).
+    refused: bool = False
     logprobs: list[TokenLogprob] | None = None     # per output token, when the request asked for them
     choices: list[GenResult] = field(default_factory=list)   # choices 1..n-1 of an n > 1 request; this is 0
     # OpenAI's system_fingerprint: what computed the result, where the engine can say (see fingerprint()).

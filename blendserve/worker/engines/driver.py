@@ -10,6 +10,12 @@ results of cancelled requests dropped, and the end of the stream (nothing left i
 left to feed). Where an engine schedules admission inside its own step (the CPU engine admits a request
 only where the step's budget and free blocks hold its first chunk), its adapter pulls from the driver's
 `Feed` instead (`pulls`), which keeps the same order and the same no-read-ahead rule.
+
+A request fails alone (docs/design.md §12.1): an exception raised while the driver or an adapter works on
+one request (its admission, its token deltas; an adapter's own per-request work, through `Feed.fail`)
+becomes that request's error result, the request leaves the engine, and the stream runs on. Only an
+exception no request can be blamed for (a shared forward step) ends the stream, for the worker's
+poison-request path.
 """
 from __future__ import annotations
 
@@ -19,6 +25,18 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from blendserve.worker.engines.base import GenRequest, GenResult, TokenLogprob
+
+
+class Refused(ValueError):
+    """The request's own input cannot run on this engine (a token id past its vocabulary, an empty prompt):
+    it fails alone before it enters a step, and an interactive caller gets a 400."""
+
+
+def failure(key: int, error: BaseException, prompt_tokens: int = 0) -> GenResult:
+    """The error result of one request that raised `error`: its input's fault (`Refused`) or the engine's."""
+    refused = isinstance(error, Refused)
+    message = str(error) if refused else f"The engine failed on this request: {type(error).__name__}: {error}"
+    return GenResult(key, [], "", "stop", prompt_tokens, 0, error=message, refused=refused)
 
 
 @dataclass(frozen=True)
@@ -51,6 +69,7 @@ class Feed:
         self._urgent = urgent
         self._live = live
         self.exhausted = False
+        self.failed: list[GenResult] = []     # requests that failed alone, for the driver to yield
 
     @property
     def interactive(self) -> bool:
@@ -75,6 +94,17 @@ class Feed:
         for request in got:
             self._live[request.key] = request
         return got
+
+    def fail(self, request: GenRequest, error: BaseException) -> None:
+        """`request` raised `error` in work of its own: it leaves the stream with an error result; the
+        adapter has already taken it out of the engine (or never put it in)."""
+        if self._live.pop(request.key, None) is not None:
+            self.failed.append(failure(request.key, error, len(request.input_ids)))
+
+    def drain(self) -> list[GenResult]:
+        """The failures recorded since the last call."""
+        out, self.failed = self.failed, []
+        return out
 
 
 class EngineCore(Protocol):
@@ -141,11 +171,12 @@ def drive(core: EngineCore, requests: Iterable[GenRequest],
     try:
         while True:
             for request in feed.urgent():
-                core.add(request, urgent=True)
+                add(core, feed, request, urgent=True)
             if not core.pulls:
                 waiting = _admit(core, feed, waiting)
             if sweep.due():
                 waiting = sweep.run(live, waiting)
+            yield from feed.drain()
             if waiting is None and not core.busy() and (feed.exhausted or not (core.pulls or core.room())):
                 return
             if not core.busy() and not core.pulls:
@@ -153,14 +184,44 @@ def drive(core: EngineCore, requests: Iterable[GenRequest],
             for out in core.step(feed):
                 request = live.get(out.key)
                 if request is None:
-                    continue                           # cancelled meanwhile
+                    continue                           # cancelled or failed meanwhile
                 if isinstance(out, Tokens):
-                    stream_tokens(request, out.ids, out.choice, out.logprobs)
+                    _stream(core, feed, request, out)
                 else:
                     del live[out.key]
                     yield out
+            yield from feed.drain()
     finally:
         core.close()
+
+
+def add(core: EngineCore, feed: Feed, request: GenRequest, urgent: bool) -> bool:
+    """`core.add`, where an exception fails the request alone (whatever the adapter put in is taken out);
+    whether it went in."""
+    try:
+        core.add(request, urgent)
+        return True
+    except Exception as e:
+        _out(core, request)
+        feed.fail(request, e)
+        return False
+
+
+def _stream(core: EngineCore, feed: Feed, request: GenRequest, out: Tokens) -> None:
+    """Token deltas to the request's caller; a callback that raises fails that request alone."""
+    try:
+        stream_tokens(request, out.ids, out.choice, out.logprobs)
+    except Exception as e:
+        _out(core, request)
+        feed.fail(request, e)
+
+
+def _out(core: EngineCore, request: GenRequest) -> None:
+    """Take a failed request out of the engine; an adapter that cannot is left to its stream's end."""
+    try:
+        core.abort([request.key])
+    except Exception:
+        pass
 
 
 def _admit(core: EngineCore, feed: Feed, waiting: GenRequest | None) -> GenRequest | None:
@@ -171,7 +232,7 @@ def _admit(core: EngineCore, feed: Feed, waiting: GenRequest | None) -> GenReque
             return None
         if not core.fits(request):
             return request
-        core.add(request, urgent=False)
+        add(core, feed, request, urgent=False)
         waiting = None
     return waiting
 

@@ -4,11 +4,14 @@ What only this engine knows stays here: the window (prompt + max_tokens in fligh
 KV capacities, at most `max_in_flight` batch requests), the requests a lost server handed back (sent
 again first, in plan order, once `/health` answers), the health probes, and the hand-back of a failure
 that may be a request's own (a 500: nothing new is sent, the rest finish, then the stream raises so the
-worker counts an attempt for that request alone). See engine.py for why each holds.
+worker counts an attempt for that request alone). See engine.py for why each holds. An exception of the
+worker's own work on one request (its caller's token callback, reading its answer) fails that request
+alone at once (docs/design.md §12.1): it says nothing about the server.
 """
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import heapq
 import logging
 import queue
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from blendserve.worker.engines.base import GenRequest, GenResult
-from blendserve.worker.engines.driver import Feed
+from blendserve.worker.engines.driver import Feed, failure
 from blendserve.worker.engines.server.calls import Refused, Rejected, Unavailable
 from blendserve.worker.engines.server.discovery import known
 
@@ -40,6 +43,26 @@ class CallingEngine(Protocol):
 log = logging.getLogger("blendserve.worker.server")
 
 FIRST_PROBE_S = 0.5             # the back-off's first wait, doubling up to retry_max_s
+
+
+class OwnFailure(Exception):
+    """A request's own callback raised: not a ValueError or a transport error, so the call's readers never
+    take it for the server's fault (an unreadable answer, a lost connection)."""
+
+
+def guarded(request: GenRequest) -> GenRequest:
+    """The request with its `on_tokens` raising OwnFailure for whatever the caller's callback raises."""
+    own = request.on_tokens
+    if own is None:
+        return request
+
+    def on_tokens(*args: Any, **kwargs: Any) -> None:
+        try:
+            own(*args, **kwargs)
+        except Exception as e:
+            raise OwnFailure(f"{type(e).__name__}: {e}") from e
+
+    return dataclasses.replace(request, on_tokens=on_tokens)
 
 
 @dataclass
@@ -136,7 +159,8 @@ class ServerCore:
     def _send(self, request: GenRequest, seq: int) -> None:
         cost = 0 if request.on_tokens is not None or request.key < 0 else \
             len(request.input_ids) + request.params.max_tokens
-        fut = asyncio.run_coroutine_threadsafe(self.engine._one(request, self.streamed, seq), self.engine.loop)
+        fut = asyncio.run_coroutine_threadsafe(self.engine._one(guarded(request), self.streamed, seq),
+                                               self.engine.loop)
         self.flight[request.key] = _Flight(request, seq, cost, fut)
         self.used += cost
         self.batch_in_flight += cost > 0
@@ -164,7 +188,7 @@ class ServerCore:
         if isinstance(error, Refused):              # the server's answer about this request alone
             self.streamed.pop(key, None)
             log.warning("the server refused request %d: %s", key, error)
-            return GenResult(key, [], "", "stop", len(f.request.input_ids), 0, error=str(error))
+            return GenResult(key, [], "", "stop", len(f.request.input_ids), 0, error=str(error), refused=True)
         e = self.engine
         if isinstance(error, Unavailable):
             heapq.heappush(self.again, (f.seq, key, f.request))
@@ -174,6 +198,10 @@ class ServerCore:
                 e._up, e._backoff = False, FIRST_PROBE_S
                 e._probe_at = time.monotonic() + FIRST_PROBE_S
             return None
+        if not isinstance(error, Rejected):         # the worker's own work on this request raised
+            self.streamed.pop(key, None)
+            log.warning("request %d failed alone: %r", key, error)
+            return failure(key, error, len(f.request.input_ids))
         log.warning("the server failed on request %d: %s", key, error)
         self.rejected = self.rejected or error
         return None
