@@ -8,11 +8,14 @@ it, so a reader at any cursor still gets it.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -124,6 +127,17 @@ def test_pages_limit_cursor_error_lines_and_tenants(service):
     assert {x["error"]["code"] for x in got if x["error"]} == {"batch_cancelled"}
     done = _page(service, b.id, ALPHA, after=cursor)
     assert done.text == "" and done.headers["X-BlendServe-Done"] == "true"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):      # the docs' httpx script, as written
+        exec(_docs_script(service.base_url, ALPHA), {"batch_id": b.id})
+    assert printed.getvalue().split() == [x["custom_id"] for x in got]
+
+
+def _docs_script(base_url: str, key: str) -> str:
+    page = (Path(__file__).parent.parent / "docs" / "batch-api.md").read_text()
+    script = page.split("## Results while a batch runs")[1].split("```python\n")[1].split("```")[0]
+    assert len(script.strip().splitlines()) <= 12
+    return script.replace("http://127.0.0.1:8000/v1", base_url).replace("sk-...", key)
 
 
 def _rows(url: str, n: int):
