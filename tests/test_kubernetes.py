@@ -377,13 +377,11 @@ def test_the_api_probes_hit_its_real_routes(tree: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("overlay", "worker"), [("gpus", "blendserve-worker"),
                                                  ("servers", "blendserve-server-worker")])
-def test_the_pdb_covers_the_workers_and_they_stop_gracefully(tree: Path, overlay: str, worker: str) -> None:
+def test_the_pdb_and_network_policy_cover_the_workers_and_they_stop_gracefully(tree: Path, overlay: str,
+                                                                              worker: str) -> None:
     objs = render(tree / "overlays" / overlay)
     (pdb,) = [o for (kind, _), o in objs.items() if kind == "PodDisruptionBudget"]
-    wanted = pdb["spec"]["selector"]["matchLabels"].items()
-    selected = [name for name, o in workloads(objs).items()
-                if wanted <= o["spec"]["template"]["metadata"]["labels"].items()]
-    assert selected == [worker] and pdb["spec"]["maxUnavailable"] == 1
+    assert selecting(objs, pdb["spec"]["selector"]["matchLabels"]) == [worker] and pdb["spec"]["maxUnavailable"] == 1
     spec = pod_spec(objs["Deployment", worker])
     (c,) = spec["containers"]
     pre_stop = c["lifecycle"]["preStop"]["exec"]["command"]
@@ -394,6 +392,17 @@ def test_the_pdb_covers_the_workers_and_they_stop_gracefully(tree: Path, overlay
     assert env["BLENDSERVE_WORKER_ADVERTISE_HOST"] == "status.podIP"       # the API dials the pod
     assert int(env["BLENDSERVE_WORKER_PORT"]) in [p["containerPort"] for p in c["ports"]]
     assert env["BLENDSERVE_WORKER_HOST"] == "0.0.0.0"
+    (policy,) = [o for (kind, _), o in objs.items() if kind == "NetworkPolicy"]
+    assert selecting(objs, policy["spec"]["podSelector"]["matchLabels"]) == [worker]
+    (rule,) = policy["spec"]["ingress"]
+    assert [selecting(objs, f["podSelector"]["matchLabels"]) for f in rule["from"]] == [["blendserve-api"]]
+    assert [p["port"] for p in rule["ports"]] == [p["name"] for p in c["ports"]]     # the interactive port
+
+
+def selecting(objs: dict, labels: dict) -> list[str]:
+    """The workloads whose pods carry every one of these labels."""
+    return [name for name, o in workloads(objs).items()
+            if labels.items() <= o["spec"]["template"]["metadata"]["labels"].items()]
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
