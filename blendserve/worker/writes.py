@@ -6,7 +6,8 @@ rates (each rank sees a few dozen results a second), so every result would
 pay for a connection checkout, a lock read, an update, a counter upsert and a
 commit, on the worker's CPU and on the database's. So the results of all the
 process's ranks wait up to LINGER_S for company, then go in one transaction
-of one statement per kind: the write only claims rows still `planned` (the
+of one statement per kind; only while results flow: the first result after a
+quiet spell is written at once. The write only claims rows still `planned` (the
 status guard), so a result written twice (a re-run chunk, a lost lease) is
 stored and counted once.
 
@@ -125,6 +126,7 @@ class ResultWriter:
     _queued: dict[str, int] = field(default_factory=dict)       # per writer: put but not yet settled
     _cv: threading.Condition = field(default_factory=threading.Condition)
     _thread: threading.Thread | None = None
+    _last_end: float = float("-inf")                            # when the last transaction ended (monotonic)
 
     def put(self, writer: str, row: dict[str, Any], settle: Callable[[], None]) -> None:
         with self._cv:
@@ -146,10 +148,14 @@ class ResultWriter:
             with self._cv:
                 self._cv.wait_for(lambda: self._items)
                 first = time.monotonic()
-                while len(self._items) < MAX_ROWS and (left := first + self.linger_s - time.monotonic()) > 0:
+                # After a quiet spell (a batch's first result, a trickle) a result goes at once: there is
+                # no company to wait for, and the first result of a batch is what its user waits on.
+                linger = self.linger_s if first - self._last_end < self.linger_s else 0.0
+                while len(self._items) < MAX_ROWS and (left := first + linger - time.monotonic()) > 0:
                     self._cv.wait(left)
                 batch, self._items = self._items[:MAX_ROWS], self._items[MAX_ROWS:]
             self._write(batch)
+            self._last_end = time.monotonic()
             for it in batch:
                 try:
                     it.settle()
