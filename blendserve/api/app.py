@@ -19,7 +19,7 @@ from blendserve.api.status import StatusCache
 from blendserve.core.config import Settings
 from blendserve.core.db import make_engine, make_sessionmaker
 from blendserve.core.owners import Keyring, adopt
-from blendserve.core.served import created_at, model_names
+from blendserve.core.served import checkpoints, created_at, model_names
 from blendserve.core.storage import FileStore
 from blendserve.migrations.upgrade import upgrade
 
@@ -33,7 +33,8 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
     app.state.blend = AppState(settings=settings, sessions=make_sessionmaker(make_engine(settings.db_url)),
                                read_sessions=readers, store=FileStore(settings.files_dir),
                                model_names=model_names(settings), status_cache=StatusCache(settings.status_cache_s),
-                               lanes=Lanes(readers, settings.lease_seconds, settings.worker_secret),
+                               lanes=Lanes(readers, settings.lease_seconds, settings.worker_secret, settings.limit,
+                                           bool(settings.api_keys), checkpoints(settings)),
                                keyring=Keyring.parse(settings.api_keys),
                                signer=Sessions(settings.session_secret, settings.session_ttl_s),
                                model_created=created_at(settings))

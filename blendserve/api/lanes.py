@@ -1,15 +1,19 @@
-"""Where the interactive lane goes: the live workers' endpoints per model, and one connection pool to them."""
+"""Where the interactive lane goes: the live workers' endpoints per model, one connection pool to them of
+BLENDSERVE_LIMIT_POOL_SIZE connections, and each tenant's share of it (blendserve/api/interactive_caps.py)."""
 from __future__ import annotations
 
 import itertools
 import time
+from pathlib import Path
 
 import httpx
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from blendserve.api.interactive_caps import Shares
 from blendserve.core.config import WORKER_SECRET_HEADER
+from blendserve.core.limit_settings import LimitSettings
 from blendserve.core.models import Worker
 
 TTL_S = 1.0          # how long the list of live workers is reused between requests
@@ -18,8 +22,13 @@ TTL_S = 1.0          # how long the list of live workers is reused between reque
 class Lanes:
     """Live interactive endpoints per model, re-read from the job table at most once a second; round-robin."""
 
-    def __init__(self, read_sessions: sessionmaker[Session], lease_s: float, secret: str = "") -> None:
+    def __init__(self, read_sessions: sessionmaker[Session], lease_s: float, secret: str = "",
+                 limits: LimitSettings | None = None, keyed: bool = False,
+                 checkpoints: dict[str, Path] | None = None) -> None:
         self.read_sessions, self.lease_s = read_sessions, lease_s
+        self.limits = limits or LimitSettings()
+        self.shares = Shares(self.limits, keyed)          # per tenant, below the pool's size
+        self.checkpoints = checkpoints or {}              # model -> its checkpoint dir (its context length)
         self.secret = secret          # BLENDSERVE_WORKER_SECRET: the workers answer the API only
         self.urls: dict[str, list[str]] = {}
         self.read_at = -TTL_S
@@ -44,7 +53,10 @@ class Lanes:
     def http(self) -> httpx.AsyncClient:
         if self.client is None:
             # No read timeout: a long generation may take minutes between bytes on a loaded CPU.
+            size = self.limits.pool_size
             self.client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=2.0),
+                                            limits=httpx.Limits(max_connections=size,
+                                                                max_keepalive_connections=size),
                                             headers={WORKER_SECRET_HEADER: self.secret} if self.secret else None)
         return self.client
 

@@ -30,6 +30,11 @@ def created_at(settings: Settings) -> dict[str, int]:
     return out
 
 
+def checkpoints(settings: Settings) -> dict[str, Path]:
+    """name -> checkpoint dir, without converting anything: the API reads each model's context length there."""
+    return _dirs(settings)
+
+
 def _dirs(settings: Settings) -> dict[str, Path]:
     """name -> checkpoint dir, without converting anything."""
     if settings.models:

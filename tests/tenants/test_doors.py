@@ -165,7 +165,8 @@ def test_a_batch_line_nested_5000_deep_is_its_own_error(tiny_model):
           "body": {"model": TINY, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}}
     deep = ('{"custom_id": "deep", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "'
             + TINY + '", "messages": ' + "[" * 5000 + "]" * 5000 + "}}")
-    lines = [json.dumps({"custom_id": "a", **ok}).encode(), deep.encode(), json.dumps({"custom_id": "b", **ok}).encode()]
+    lines = [json.dumps({"custom_id": "a", **ok}).encode(), deep.encode(),
+             json.dumps({"custom_id": "b", **ok}).encode()]
     out = list(validate(lines, "/v1/chat/completions", {TINY: info}, 100))
     assert sorted(o.custom_id for o in out if isinstance(o, ValidRequest)) == ["a", "b"]     # the rest runs
     [err] = [o for o in out if isinstance(o, LineError)]

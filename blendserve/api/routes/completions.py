@@ -16,10 +16,12 @@ from typing import Any
 
 import httpx
 from fastapi import APIRouter, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 
 from blendserve.api.deps import AppState, OwnerDep, StateDep
 from blendserve.api.errors import APIError
+from blendserve.api.interactive_caps import relay
+from blendserve.api.lanes import Lanes
 from blendserve.api.schemas import ERRORS, ChatCompletion, Completion
 
 router = APIRouter(tags=["completions"])
@@ -46,6 +48,13 @@ async def _forward(request: Request, st: AppState, path: str) -> Response:
         raise APIError(404, f"The model '{model}' does not exist; served: {sorted(st.model_names)}.",
                        param="model", code="model_not_found")
     lanes = st.lanes
+    lanes.shares.check_size(body, model, lanes.checkpoints.get(model))     # 400 past the answer's bounds
+    release = lanes.shares.take(request.scope["state"].get("owner") or "")   # 429 past the tenant's share
+    return await relay(request, _upstream(lanes, model, path, raw), release)
+
+
+async def _upstream(lanes: Lanes, model: str, path: str, raw: bytes) -> httpx.Response:
+    """The first live worker's response (its body not read yet)."""
     for url in await lanes.for_model(model):
         try:
             upstream = await lanes.http().send(
@@ -57,21 +66,9 @@ async def _forward(request: Request, st: AppState, path: str) -> Response:
         if upstream.status_code == 503:      # stopping: the next worker may take it
             await upstream.aclose()
             continue
-        if upstream.headers.get("content-type", "").startswith("text/event-stream"):
-            return StreamingResponse(upstream.aiter_raw(), status_code=upstream.status_code,
-                                     media_type="text/event-stream", headers={"cache-control": "no-cache"},
-                                     background=_closer(upstream))
-        content = await upstream.aread()
-        await upstream.aclose()
-        return Response(content, status_code=upstream.status_code, media_type="application/json")
+        return upstream
     raise APIError(503, f"No live worker serves interactive requests for '{model}' right now.",
                    code="no_worker_available")
-
-
-def _closer(upstream: httpx.Response):
-    from starlette.background import BackgroundTask
-
-    return BackgroundTask(upstream.aclose)
 
 
 @router.post("/v1/chat/completions", response_model=ChatCompletion, responses=_RESPONSES,

@@ -1,0 +1,47 @@
+"""The worker's interactive HTTP server with a bound on its threads: one thread per connection, at most
+MAX_CONNECTIONS at once; one more is answered 503 at once (the API tries its next worker) and closed.
+
+The API is the only caller and its pool bounds what it opens
+(BLENDSERVE_LIMIT_POOL_SIZE per API process), so the bound is there for
+several API replicas together and for anything else that reaches the port.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MAX_CONNECTIONS = 1024
+
+_BUSY = json.dumps({"error": {"message": "The worker has too many connections open.", "type": "server_error",
+                              "param": None, "code": "worker_busy"}}).encode()
+
+
+class BoundedHTTPServer(ThreadingHTTPServer):
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 max_connections: int = MAX_CONNECTIONS) -> None:
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            try:
+                request.sendall(b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                                b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_BUSY), _BUSY))
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: socket.socket, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
