@@ -4,6 +4,11 @@ When a stream raises, every request it was running gets one attempt counted (`re
 its chunks go back to `pending`. A request with attempts runs alone, in a stream of its own, its attempt
 counted before it starts (so a try that kills the process counts too); at MAX_ATTEMPTS it fails with its
 own error line. Its neighbours, its batch and every other batch carry on (docs/design.md §6.4).
+
+Interactive calls the failed stream was running run again at once, each alone, before any other work
+(docs/design.md §12.1): the one that fails alone gets a 500 of its own, not a 503 the API would carry to
+the next worker, and the others their answer. A streamed call whose caller already has tokens ends with
+an error event instead: a rerun could not continue its text.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from blendserve.core.models import Request
 from blendserve.worker.engines.base import Engine, GenRequest
+from blendserve.worker.engines.driver import failure
 from blendserve.worker.interactive import InteractiveServer
 from blendserve.worker.ledger import Ledger
 from blendserve.worker.ranks import LiveBatches
@@ -46,13 +52,18 @@ class PoisonRunner:
         self.sessions, self.engine, self.ledger, self.sink, self.live = sessions, engine, ledger, sink, live
         self.stopping, self.cancelled, self.interactive = stopping, cancelled, interactive
         self.suspects: list[Suspect] = []
+        self.calls: list[GenRequest] = []       # interactive requests of a failed stream, to run alone
 
     def after_failure(self, give_back_all: Callable[[], None]) -> None:
         """Count an attempt for every request the failed stream was running; hand every held chunk back
-        (`give_back_all`). Interactive calls in flight fail (their callers get a 503 and may retry)."""
+        (`give_back_all`). Interactive calls the stream was running run again alone (`run_calls`), but for
+        streamed ones whose caller already has tokens: those end with an error event."""
         if self.interactive is not None:
-            for key in list(self.interactive.calls):
-                self.interactive.abort(key, "The engine failed while running this request.")
+            for request in self.interactive.taken():
+                if request.key in self.interactive.sent:
+                    self.interactive.abort(request.key, "The engine failed while running this request.")
+                else:
+                    self.calls.append(request)
         self.sink.drain()
         running = list(self.ledger.meta)
         try:
@@ -62,6 +73,20 @@ class PoisonRunner:
         except Exception:
             log.exception("could not count the failed attempts; the chunks' leases will lapse")
         give_back_all()
+
+    def run_calls(self) -> None:
+        """Each interactive request of a failed stream alone: its result, or (it raised again) its own 500."""
+        while self.calls and self.interactive is not None:
+            request = self.calls.pop(0)
+            try:
+                results = list(self.engine.generate([request], cancelled=self.cancelled))
+            except Exception as e:
+                log.warning("interactive request %d failed alone: %s: %s", request.key, type(e).__name__, e)
+                self.interactive.finish(failure(request.key, e, len(request.input_ids)))
+                continue
+            for res in results:
+                self.sink.write(res)
+        self.calls.clear()
 
     def run(self) -> bool:
         """Run every suspect alone; whether there were any."""

@@ -140,6 +140,7 @@ class WorkerService:
             except Exception:
                 log.exception("engine stream failed; the requests it was running will run alone")
                 self.poison.after_failure(self._give_back_all)
+                self.poison.run_calls()         # its interactive calls first: their callers wait
                 continue
             try:
                 busy = self.poison.run() or busy
