@@ -74,6 +74,9 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
         create = components.get("schemas", {}).get("CreateBatch", {}).get("properties", {})
         if "completion_window" in create:
             create["completion_window"]["enum"] = list(settings.completion_windows)
+        upload = components.get("schemas", {}).get("CreateUpload", {}).get("properties", {})
+        if "bytes" in upload:
+            upload["bytes"]["maximum"] = settings.upload_max_bytes
         if settings.api_keys:
             components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             for path, operations in schema["paths"].items():

@@ -59,8 +59,8 @@ def check_pending(u: Upload) -> None:
 def check_space(store: FileStore, n: int) -> None:
     free = shutil.disk_usage(store.root).free
     if n > free:
-        raise APIError(413, f"The upload's {n} bytes are more than the file store has free ({free} bytes).",
-                       param="bytes", code="file_too_large")
+        raise APIError(507, f"The upload's {n} bytes are more than the file store has free ({free} bytes).",
+                       param="bytes", code="insufficient_storage", type="server_error")
 
 
 def add_part(sessions: sessionmaker[Session], store: FileStore, owner: str, upload_id: str, part_id: str,

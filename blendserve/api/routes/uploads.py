@@ -8,6 +8,7 @@ drives it unmodified. The work apart from HTTP is in blendserve/api/uploads.py.
 from __future__ import annotations
 
 import time
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -19,9 +20,9 @@ from blendserve.api.deps import OwnerDep, StateDep, read
 from blendserve.api.errors import APIError
 from blendserve.api.expiry import ExpiresAfter, expires_at
 from blendserve.api.holds import Reserver, held
-from blendserve.api.routes.files import UPLOAD_PURPOSES, _storage_full
-from blendserve.api.schemas import ERRORS
-from blendserve.api.upload import check_filename, declared_length, receive_upload
+from blendserve.api.routes.files import _storage_full
+from blendserve.api.schemas import ERRORS, FileObject
+from blendserve.api.upload import MAX_FILENAME, declared_length, receive_upload
 from blendserve.core.ids import new_id
 from blendserve.core.models import File
 from blendserve.core.uploads import Upload
@@ -29,16 +30,42 @@ from blendserve.core.uploads import Upload
 router = APIRouter(prefix="/v1/uploads", tags=["uploads"])
 _last_sweep = [0.0]
 SWEEP_EVERY_S = 60.0
+PLAIN = r"^[^\x00-\x1f\x7f]*$"      # no control characters (PostgreSQL refuses NUL in text)
 
 
 class CreateUpload(BaseModel):
+    """The app sets `bytes`' maximum in the schema to BLENDSERVE_UPLOAD_MAX_BYTES."""
     model_config = ConfigDict(extra="forbid")
 
+    filename: str = Field(max_length=MAX_FILENAME, pattern=PLAIN)
+    purpose: Literal["batch"]
+    bytes: int = Field(ge=1)
+    mime_type: str = Field(min_length=1, max_length=128, pattern=PLAIN)
+    expires_after: ExpiresAfter | None = None
+
+
+class UploadObject(BaseModel):
+    id: str
+    object: Literal["upload"]
+    bytes: int
+    created_at: int
+    expires_at: int
     filename: str
     purpose: str
-    bytes: int = Field(ge=1)
-    mime_type: str = Field(min_length=1, max_length=128)
-    expires_after: ExpiresAfter | None = None
+    status: Literal["pending", "completed", "cancelled", "expired"]
+    file: FileObject | None
+
+
+class UploadPartObject(BaseModel):
+    id: str
+    object: Literal["upload.part"]
+    created_at: int
+    upload_id: str
+
+
+PART_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["data"], "additionalProperties": False,
+    "properties": {"data": {"type": "string", "format": "binary", "maxLength": ups.PART_MAX_BYTES}}}}}}}
 
 
 class CompleteUpload(BaseModel):
@@ -55,12 +82,8 @@ async def _sweep(st) -> None:
         await run_in_threadpool(ups.sweep_expired, st.sessions, st.store)
 
 
-@router.post("", responses=ERRORS)
+@router.post("", response_model=UploadObject, responses=ERRORS)
 async def create_upload(req: CreateUpload, st: StateDep, owner: OwnerDep) -> dict:
-    check_filename(req.filename)
-    if req.purpose not in UPLOAD_PURPOSES:
-        raise APIError(400, f"Invalid purpose '{req.purpose}': this service accepts {list(UPLOAD_PURPOSES)}.",
-                       param="purpose", code="invalid_value")
     if req.bytes > st.settings.upload_max_bytes:
         raise APIError(413, f"The upload's {req.bytes} bytes are more than the limit of "
                        f"{st.settings.upload_max_bytes} bytes.", param="bytes", code="file_too_large")
@@ -82,7 +105,7 @@ async def create_upload(req: CreateUpload, st: StateDep, owner: OwnerDep) -> dic
     return await run_in_threadpool(insert)
 
 
-@router.post("/{upload_id}/parts", responses=ERRORS)
+@router.post("/{upload_id}/parts", response_model=UploadPartObject, responses=ERRORS, openapi_extra=PART_BODY)
 async def add_part(upload_id: str, request: Request, st: StateDep, owner: OwnerDep) -> dict:
     u = await read(st, ups.get_owned_upload, owner, upload_id)
     ups.check_pending(u)
@@ -105,7 +128,7 @@ async def add_part(upload_id: str, request: Request, st: StateDep, owner: OwnerD
                                        reserver.active)
 
 
-@router.post("/{upload_id}/complete", responses=ERRORS)
+@router.post("/{upload_id}/complete", response_model=UploadObject, responses=ERRORS)
 async def complete_upload(upload_id: str, req: CompleteUpload, st: StateDep, owner: OwnerDep) -> dict:
     def plan(s) -> tuple[Upload, list]:
         u = ups.get_owned_upload(s, owner, upload_id)
@@ -141,7 +164,7 @@ def _finish(st, owner: str, upload_id: str, file_id: str, made: ups.Assembled) -
     return ups.upload_obj(u, f)
 
 
-@router.post("/{upload_id}/cancel", responses=ERRORS)
+@router.post("/{upload_id}/cancel", response_model=UploadObject, responses=ERRORS)
 async def cancel_upload(upload_id: str, st: StateDep, owner: OwnerDep) -> dict:
     def cancel() -> dict:
         with st.sessions.begin() as s:
