@@ -33,7 +33,8 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._in_head = True          # bytes arriving now belong to a request's head
+        self._in_head = True          # bytes arriving now belong to a request's head (as counted here)
+        self._parsed_head = False     # the parser has the current request's whole head
         self._head_bytes = 0
         self._head_lines = 0
         self._tail = b""              # the head's last bytes, for an end marker split across two reads
@@ -51,13 +52,15 @@ class GuardedHttpTools(HttpToolsProtocol):
         if self._in_head and not self._count(data):
             return
         super().data_received(data)
+        if not self._parsed_head and not self.transport.is_closing():
+            self._arm()               # a head begun and not finished: the clock runs (a whole one costs no timer)
 
     def on_message_begin(self) -> None:
+        self._parsed_head = False
         super().on_message_begin()
-        self._arm()
 
     def on_headers_complete(self) -> None:
-        self._in_head = False
+        self._in_head, self._parsed_head = False, True
         self._disarm()
         super().on_headers_complete()
 
@@ -67,12 +70,11 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     def _count(self, data: bytes) -> bool:
         """Count a read of a head; False (and the connection closing with 431) once the head is over a bound."""
-        self._arm()
-        seen = self._tail + data
+        seen = self._tail + data if self._tail else data
         ends = [i for i in (seen.find(m) for m in _END) if i >= 0]
-        head = seen[len(self._tail):min(ends) + 1] if ends else data
-        self._head_bytes += len(head)
-        self._head_lines += head.count(b"\n")
+        end = max(min(ends) + 1 - len(self._tail), 0) if ends else len(data)
+        self._head_bytes += end
+        self._head_lines += data.count(b"\n", 0, end)
         self._tail = b"" if ends else seen[-3:]
         if ends:
             self._in_head = False      # what follows is a body; the parser takes over
@@ -92,7 +94,7 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     def _too_slow(self) -> None:
         self._head_timer = None
-        if self._in_head and not self.transport.is_closing():
+        if not self._parsed_head and not self.transport.is_closing():
             if self.cycle is None or self.cycle.response_complete:
                 self._refuse(408, "Request headers not received in time.")
             else:

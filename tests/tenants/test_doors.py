@@ -104,6 +104,19 @@ def test_too_many_headers_are_refused(api):
 
 
 @SQLITE_ONLY       # the doors are before any query
+def test_bodies_on_a_kept_connection_are_not_counted_as_heads(api):
+    """Megabyte bodies and requests one after another on one connection: only heads count."""
+    body = b'{"model": "no-such-model", "x": "' + b"a" * (2 * MB) + b'"}'
+    with httpx.Client(base_url=api.base_url, headers={"Authorization": f"Bearer {KEYS['alpha']}"}, timeout=30) as c:
+        for _ in range(5):
+            r = c.post("/chat/completions", content=body, headers={"content-type": "application/json"})
+            assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+            assert c.get("/models").status_code == 200
+        time.sleep(2)                  # past the head timeout (1.5 s) between two requests: kept alive
+        assert c.get("/models").status_code == 200
+
+
+@SQLITE_ONLY       # the doors are before any query
 def test_slow_heads_are_closed_after_the_timeout(api):
     """Hundreds of connections that never finish their heads (silent, or a byte at a time) are all closed
     once BLENDSERVE_LIMIT_HEADER_TIMEOUT_S (1.5 s here) has passed; a prompt request is served meanwhile."""
