@@ -133,11 +133,14 @@ def test_another_tenants_upload_is_not_found(api_at):
 
 
 def test_limits_and_expiry(api_at):
-    with api_at(upload_max_bytes=1000, quota_stored_bytes=100_000) as api:
+    with api_at(upload_max_bytes=1000, quota_stored_bytes=500) as api:
         c = sdk(api, "k")
         with pytest.raises(openai.APIStatusError) as e:
             c.uploads.create(bytes=1001, filename="x.jsonl", mime_type="application/jsonl", purpose="batch")
         assert e.value.status_code == 413
+        with pytest.raises(openai.RateLimitError) as e:       # under the limit, over what the quota leaves
+            c.uploads.create(bytes=501, filename="x.jsonl", mime_type="application/jsonl", purpose="batch")
+        assert e.value.code == "storage_quota_exceeded"
         up = c.uploads.create(bytes=10, filename="x.jsonl", mime_type="application/jsonl", purpose="batch")
         p = c.uploads.parts.create(upload_id=up.id, data=b"12345")
         with api.state.sessions.begin() as s:            # the part's bytes count against the quota until it ends
