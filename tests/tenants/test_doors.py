@@ -4,16 +4,20 @@ a batch line nested past the parsers is that line's error, not the batch's."""
 from __future__ import annotations
 
 import json
+import resource
 import select
 import socket
 import threading
 import time
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
 
+from blendserve.core.limit_settings import LimitSettings
 from blendserve.protocol.bodies import model_info
 from blendserve.scheduler.validation import LineError, ValidRequest, validate
+from blendserve.worker.bounded_http import BoundedHTTPServer
 from tests.conftest import SQLITE_ONLY, TINY
 
 KEYS = {"alpha": "sk-doors-alpha-51f0", "beta": "sk-doors-beta-9a3c"}
@@ -118,10 +122,11 @@ def test_bodies_on_a_kept_connection_are_not_counted_as_heads(api):
 
 @SQLITE_ONLY       # the doors are before any query
 def test_slow_heads_are_closed_after_the_timeout(api):
-    """Hundreds of connections that never finish their heads (silent, or a byte at a time) are all closed
+    """A thousand connections that never finish their heads (silent, or a byte at a time) are all closed
     once BLENDSERVE_LIMIT_HEADER_TIMEOUT_S (1.5 s here) has passed; a prompt request is served meanwhile."""
     socks = []
-    for i in range(400):
+    room = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    for i in range(1000 if room >= 4096 else 400):       # the test and the API each hold one end
         s = socket.create_connection(("127.0.0.1", api.port))
         if i % 2:
             s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n")
@@ -184,3 +189,47 @@ def test_a_batch_line_nested_5000_deep_is_its_own_error(tiny_model):
     assert sorted(o.custom_id for o in out if isinstance(o, ValidRequest)) == ["a", "b"]     # the rest runs
     [err] = [o for o in out if isinstance(o, LineError)]
     assert err.custom_id == "deep" and not err.fails_file and err.code == "nested_too_deeply" and err.line == 2
+
+
+def test_the_worker_port_bounds_its_threads():
+    """The worker's interactive server runs one thread per connection up to its bound; one more is answered
+    503 at once (the API then tries another worker), and a freed thread takes the next connection."""
+    gate = threading.Event()
+
+    class Held(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            gate.wait(20)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = BoundedHTTPServer(("127.0.0.1", 0), Held, max_connections=3)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        holders = [threading.Thread(target=httpx.get, args=(url,), kwargs={"timeout": 30}) for _ in range(3)]
+        for h in holders:
+            h.start()
+        deadline = time.monotonic() + 10
+        while server.slots._value and time.monotonic() < deadline:      # every thread taken
+            time.sleep(0.05)
+        r = httpx.get(url, timeout=5)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "worker_busy"
+        gate.set()
+        for h in holders:
+            h.join()
+        assert httpx.get(url, timeout=5).status_code == 200
+    finally:
+        gate.set()
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_tenants_share_must_be_below_the_pool():
+    """One tenant's requests in flight can never hold every connection from the API to the workers."""
+    with pytest.raises(ValueError, match="BLENDSERVE_LIMIT_POOL_SIZE"):
+        LimitSettings(interactive_per_tenant=64, pool_size=64)
+    assert LimitSettings(interactive_per_tenant=63, pool_size=64).pool_size == 64
