@@ -14,7 +14,7 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from blendserve.api import holds
@@ -28,6 +28,7 @@ PART_MAX_BYTES = 64 * 1024 * 1024     # OpenAI's bound on one part
 UPLOAD_TTL_S = 3600                   # an upload not completed within an hour expires, as at OpenAI
 COPY_CHUNK = 1 << 20
 SWEEP_BATCH = 100                     # expired uploads ended per sweep
+MAX_PARTS = 10_000                    # parts of one upload (8 GiB in parts of 1 MB would be 8192)
 
 
 def upload_obj(u: Upload, f: File | None = None) -> dict:
@@ -71,7 +72,13 @@ def add_part(sessions: sessionmaker[Session], store: FileStore, owner: str, uplo
         with sessions.begin() as s:
             u = get_owned_upload(s, owner, upload_id, lock=True)
             check_pending(u)
-            have = sum(s.scalars(select(UploadPart.bytes).where(UploadPart.upload_id == u.id)))
+            n, have = s.execute(select(func.count(), func.coalesce(func.sum(UploadPart.bytes), 0))
+                                .where(UploadPart.upload_id == u.id)).one()
+            if size == 0:
+                raise APIError(400, "The part is empty.", param="data", code="invalid_value")
+            if n >= MAX_PARTS:
+                raise APIError(400, f"Upload '{u.id}' has {MAX_PARTS} parts, the most one upload takes.",
+                               param="data", code="invalid_value")
             if have + size > u.bytes:
                 raise APIError(400, f"This part's {size} bytes take upload '{u.id}' to {have + size} bytes, past "
                                f"the {u.bytes} bytes declared at create.", param="data", code="invalid_value")
@@ -98,7 +105,12 @@ def assemble(store: FileStore, file_id: str, parts: list[UploadPart], md5: str |
     digest, size, lines, last = hashlib.md5(usedforsecurity=False), 0, 0, b"\n"
     with store.open_writer(file_id) as writer:
         for p in parts:
-            with store.open(p.id) as fh:
+            try:
+                fh = store.open(p.id)
+            except FileNotFoundError:          # a cancel or the expiry sweep ended the upload meanwhile
+                raise APIError(400, f"Part '{p.id}' is gone: its upload was cancelled or expired meanwhile.",
+                               param="part_ids", code="invalid_state") from None
+            with fh:
                 while chunk := fh.read(COPY_CHUNK):
                     writer.write(chunk)
                     digest.update(chunk)

@@ -85,6 +85,8 @@ def test_wrong_md5_bytes_or_parts_are_400_and_the_upload_stays_pending(api_at):
         a = c.uploads.parts.create(upload_id=up.id, data=data[:200])
         with pytest.raises(openai.BadRequestError, match="past the 450 bytes declared"):
             c.uploads.parts.create(upload_id=up.id, data=data[200:] + b"extra")
+        with pytest.raises(openai.BadRequestError, match="empty"):
+            c.uploads.parts.create(upload_id=up.id, data=b"")
         b = c.uploads.parts.create(upload_id=up.id, data=data[200:])
         with pytest.raises(openai.BadRequestError, match="md5"):
             c.uploads.complete(upload_id=up.id, part_ids=[a.id, b.id], md5="0" * 32)

@@ -71,7 +71,7 @@ PART_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {"mult
 class CompleteUpload(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    part_ids: list[str] = Field(max_length=10_000)
+    part_ids: list[str] = Field(max_length=ups.MAX_PARTS)
     md5: str | None = Field(default=None, max_length=64)
 
 
