@@ -216,3 +216,15 @@ def test_a_validating_batch_is_not_numbered(backend, tmp_path):
     with sessions() as s:
         assert s.scalar(select(sa.func.max(Request.out_seq))) == 1
     sessions.kw["bind"].dispose()
+
+
+def test_a_browser_page_may_read_the_cursor(tmp_path, tiny_model):
+    """With CORS on, the cursor headers are exposed to the page's script, which would otherwise not see them."""
+    from tests.api.conftest import in_process_api
+
+    with in_process_api(tmp_path, f"{TINY}={tiny_model}", api_keys="k1", cors_origins="https://app.example") as api:
+        r = httpx.get(f"{api.base_url}/batches/batch_{'0' * 24}/output",
+                      headers={"Origin": "https://app.example", "Authorization": "Bearer k1"})
+    assert r.status_code == 404 and r.headers["access-control-allow-origin"] == "https://app.example"
+    exposed = {h.strip().lower() for h in r.headers["access-control-expose-headers"].split(",")}
+    assert {"x-blendserve-cursor", "x-blendserve-done"} <= exposed

@@ -55,7 +55,8 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
     app.add_middleware(FrontDoor, state=app.state.blend)      # outside the fast path: nothing before the key
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
-                           allow_headers=["authorization", "content-type"], max_age=600)
+                           allow_headers=["authorization", "content-type"], max_age=600,
+                           expose_headers=["X-BlendServe-Cursor", "X-BlendServe-Done"])   # the output route's cursor
     app.openapi = lambda: _openapi(app, settings)
     return app
 
