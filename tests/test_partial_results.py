@@ -95,7 +95,7 @@ def _page(d, batch_id: str, key: str, after: int = 0, limit: int = 1000) -> http
 
 def test_pages_limit_cursor_error_lines_and_tenants(service):
     c = service.client(ALPHA)
-    rows = chat_lines(60, TINY, max_tokens=20)
+    rows = chat_lines(80, TINY, max_tokens=40)     # ~8 s: time to read a few lines, then cancel mid-run
     f = c.files.create(file=("in.jsonl", jsonl(rows)), purpose="batch")
     b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
     assert _page(service, b.id, BETA).status_code == 404          # another tenant's batch: not there at all
