@@ -31,6 +31,8 @@ from starlette.types import Receive
 
 from blendserve.api.errors import APIError
 from blendserve.core.limit_settings import LimitSettings
+from blendserve.protocol.fields import BodyError
+from blendserve.protocol.nesting import MAX_DEPTH, check_depth
 
 FALLBACK_CONTEXT = 32768       # a model whose checkpoint says nothing (not converted yet)
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
@@ -68,8 +70,14 @@ class Shares:
 
         return release
 
-    def check_size(self, body: dict, model: str, checkpoint: Path | None) -> None:
-        """APIError 400 when one answer would be over the output or logprob bounds."""
+    def check_size(self, body: dict, model: str, checkpoint: Path | None, raw: bytes = b"") -> None:
+        """APIError 400 when the body nests deeper than a batch line may (blendserve/protocol/nesting.py), or
+        when one answer would be over the output or logprob bounds."""
+        if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:      # at most this deep: most bodies skip the walk
+            try:
+                check_depth(body)
+            except BodyError as e:
+                raise APIError(400, e.message, code=e.code) from None
         n = _count(body.get("n"), 1)
         asked = next((body[k] for k in ("max_completion_tokens", "max_tokens", "max_output_tokens")
                       if body.get(k) is not None), None)

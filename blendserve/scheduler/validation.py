@@ -15,7 +15,6 @@ per-request context_length_exceeded error there, never a wrong answer.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ import orjson
 from blendserve.protocol import embeddings
 from blendserve.protocol.bodies import render, tokenize
 from blendserve.protocol.fields import SPECIAL_MARGIN, BodyError, ModelInfo, token_id_error, utf8_len
+from blendserve.protocol.nesting import MAX_DEPTH, TooDeep, check_depth
 from blendserve.protocol.requests import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -95,26 +95,13 @@ def _slow_loads(raw: bytes) -> Any:
     return obj
 
 
-_CUSTOM_ID = re.compile(r'"custom_id"\s*:\s*("(?:[^"\\]|\\.)*")')
-
-
-class TooDeep(BodyError):
-    """A line nested deeper than the JSON parsers go (orjson: 1024 levels; json: Python's recursion limit); its
-    custom_id, when the text names one only, makes it that request's own error and the rest of the batch runs."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__("nested_too_deeply", "The line's JSON is nested too deeply to parse (1000 levels at most).")
-        found = _CUSTOM_ID.findall(text)
-        cid = json.loads(found[0]) if len(found) == 1 else None
-        self.custom_id = cid if isinstance(cid, str) and cid and len(cid) <= 512 and "\x00" not in cid else None
-
-
 @dataclass
 class _Envelope:
     """A line whose format passed: what the file-level checks leave for the request-level ones."""
     custom_id: str
     body: dict
     model: str
+    brackets: int = 0        # '[' and '{' in the line's text: at most this deep, so most lines skip the walk
 
 
 def _check_envelope(raw: bytes, endpoint: str, models: dict[str, ModelInfo], seen: set[str],
@@ -155,7 +142,7 @@ def _check_envelope(raw: bytes, endpoint: str, models: dict[str, ModelInfo], see
             raise BodyError("mismatched_model", f"Every line must use the same model: '{batch_model[0]}' on an "
                             f"earlier line, '{model}' here.", "body.model")
         batch_model[:1] = [model]
-    return _Envelope(cid, body, model)
+    return _Envelope(cid, body, model, raw.count(b"[") + raw.count(b"{"))
 
 
 def _check_request(env: _Envelope, lineno: int, endpoint: str, models: dict[str, ModelInfo],
@@ -163,6 +150,8 @@ def _check_request(env: _Envelope, lineno: int, endpoint: str, models: dict[str,
     """The checks whose failure is the request's own: its error-file line, the rest of the batch runs. The
     body is parsed once, into its endpoint's request model (blendserve/protocol/requests.py)."""
     cid, body, model = env.custom_id, env.body, env.model
+    if env.brackets > MAX_DEPTH:     # deeper than any OpenAI body; orjson would not store its parameters
+        check_depth(body, "body")
     if model not in models:
         raise BodyError("model_not_found", f"The model '{model}' is not served here; served: {sorted(models)}.",
                         "body.model")

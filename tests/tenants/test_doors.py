@@ -177,6 +177,17 @@ def test_json_nested_100000_deep_is_a_400(api, path):
     assert r.json()["error"]["type"] == "invalid_request_error"
 
 
+@SQLITE_ONLY       # the doors are before any query
+def test_a_body_nested_past_the_rule_is_a_400(api):
+    """300 levels parse, but no OpenAI body nests like that (and orjson would not store it): a 400 that says so."""
+    body = {"model": TINY, "messages": [{"role": "user", "content": "hi"}], "metadata": {}}
+    node = body["metadata"]
+    for _ in range(300):
+        node["a"] = node = {}
+    r = httpx.post(f"{api.base_url}/chat/completions", json=body, headers={"Authorization": f"Bearer {KEYS['alpha']}"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "nested_too_deeply"
+
+
 def test_a_batch_line_nested_5000_deep_is_its_own_error(tiny_model):
     info = model_info(TINY, tiny_model)
     ok = {"method": "POST", "url": "/v1/chat/completions",
@@ -189,6 +200,14 @@ def test_a_batch_line_nested_5000_deep_is_its_own_error(tiny_model):
     assert sorted(o.custom_id for o in out if isinstance(o, ValidRequest)) == ["a", "b"]     # the rest runs
     [err] = [o for o in out if isinstance(o, LineError)]
     assert err.custom_id == "deep" and not err.fails_file and err.code == "nested_too_deeply" and err.line == 2
+    # 300 levels parse, yet orjson cannot store the parameters (254 at most): the request's own error too
+    metadata: dict = {}
+    node = metadata
+    for _ in range(300):
+        node["a"] = node = {}
+    parsed = json.dumps({"custom_id": "meta", **ok, "body": {**ok["body"], "metadata": metadata}}).encode()
+    [err] = list(validate([parsed], "/v1/chat/completions", {TINY: info}, 100))
+    assert isinstance(err, LineError) and err.custom_id == "meta" and err.code == "nested_too_deeply"
 
 
 def test_the_worker_port_bounds_its_threads():

@@ -48,7 +48,7 @@ async def _forward(request: Request, st: AppState, path: str) -> Response:
         raise APIError(404, f"The model '{model}' does not exist; served: {sorted(st.model_names)}.",
                        param="model", code="model_not_found")
     lanes = st.lanes
-    lanes.shares.check_size(body, model, lanes.checkpoints.get(model))     # 400 past the answer's bounds
+    lanes.shares.check_size(body, model, lanes.checkpoints.get(model), raw)   # 400 past the body's bounds
     release = lanes.shares.take(request.scope["state"].get("owner") or "")   # 429 past the tenant's share
     return await relay(request, _upstream(lanes, model, path, raw), release)
 
