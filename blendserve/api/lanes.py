@@ -22,13 +22,12 @@ TTL_S = 1.0          # how long the list of live workers is reused between reque
 class Lanes:
     """Live interactive endpoints per model, re-read from the job table at most once a second; round-robin."""
 
-    def __init__(self, read_sessions: sessionmaker[Session], lease_s: float, secret: str = "",
-                 limits: LimitSettings | None = None, keyed: bool = False,
-                 checkpoints: dict[str, Path] | None = None) -> None:
+    def __init__(self, read_sessions: sessionmaker[Session], lease_s: float, secret: str, limits: LimitSettings,
+                 keyed: bool, checkpoints: dict[str, Path]) -> None:
         self.read_sessions, self.lease_s = read_sessions, lease_s
-        self.limits = limits or LimitSettings()
+        self.limits = limits
         self.shares = Shares(self.limits, keyed)          # per tenant, below the pool's size
-        self.checkpoints = checkpoints or {}              # model -> its checkpoint dir (its context length)
+        self.checkpoints = checkpoints                    # model -> its checkpoint dir (its context length)
         self.secret = secret          # BLENDSERVE_WORKER_SECRET: the workers answer the API only
         self.urls: dict[str, list[str]] = {}
         self.read_at = -TTL_S
