@@ -7,7 +7,11 @@ drives it unmodified. The work apart from HTTP is in blendserve/api/uploads.py.
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
@@ -27,9 +31,31 @@ from blendserve.core.ids import new_id
 from blendserve.core.models import File
 from blendserve.core.uploads import Upload
 
-router = APIRouter(prefix="/v1/uploads", tags=["uploads"])
-_last_sweep = [0.0]
 SWEEP_EVERY_S = 60.0
+log = logging.getLogger(__name__)
+
+
+async def _sweeper(st) -> None:
+    while True:
+        try:
+            await run_in_threadpool(ups.sweep_expired, st.sessions, st.store)
+        except Exception:      # a database away for a moment: the next sweep does the work
+            log.exception("sweeping expired uploads failed")
+        await asyncio.sleep(SWEEP_EVERY_S)
+
+
+@asynccontextmanager
+async def _expiry(app) -> AsyncIterator[None]:
+    """Every API process ends expired uploads once a minute while it runs (their rows are claimed with SKIP
+    LOCKED, so replicas share the work)."""
+    task = asyncio.create_task(_sweeper(app.state.blend))
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
+router = APIRouter(prefix="/v1/uploads", tags=["uploads"], lifespan=_expiry)
 PLAIN = r"^[^\x00-\x1f\x7f]*$"      # no control characters (PostgreSQL refuses NUL in text)
 
 
@@ -75,20 +101,12 @@ class CompleteUpload(BaseModel):
     md5: str | None = Field(default=None, max_length=64)
 
 
-async def _sweep(st) -> None:
-    """Expired uploads are ended by the API that sees the next create, at most once a minute per process."""
-    if time.monotonic() - _last_sweep[0] >= SWEEP_EVERY_S:
-        _last_sweep[0] = time.monotonic()
-        await run_in_threadpool(ups.sweep_expired, st.sessions, st.store)
-
-
 @router.post("", response_model=UploadObject, responses=ERRORS)
 async def create_upload(req: CreateUpload, st: StateDep, owner: OwnerDep) -> dict:
     if req.bytes > st.settings.upload_max_bytes:
         raise APIError(413, f"The upload's {req.bytes} bytes are more than the limit of "
                        f"{st.settings.upload_max_bytes} bytes.", param="bytes", code="file_too_large")
     ups.check_space(st.store, req.bytes)
-    await _sweep(st)
     left = await read(st, quotas.check_upload, st.settings, owner)
     if left is not None and req.bytes > left:
         raise await read(st, quotas.storage_full, st.settings, owner)
