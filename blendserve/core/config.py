@@ -21,6 +21,7 @@ from blendserve.core.engine_settings import (
     SpeculativeSettings,
     VllmSettings,
 )
+from blendserve.core.grammar_settings import GrammarSettings
 from blendserve.core.limit_settings import LimitSettings
 from blendserve.core.owners import PREFIX, TENANT, Keyring, owner_of_key
 from blendserve.core.webhook_settings import WebhookSettings
@@ -112,6 +113,7 @@ class Settings(BaseSettings):
     tp: int = 1                               # tensor-parallel GPUs per worker (GPU engines)
     server_engine: ServerEngineSettings = Field(default_factory=ServerEngineSettings)  # BLENDSERVE_SERVER_*
     webhook: WebhookSettings = Field(default_factory=WebhookSettings)   # BLENDSERVE_WEBHOOK_*
+    grammar: GrammarSettings = Field(default_factory=GrammarSettings)   # BLENDSERVE_GRAMMAR_*
 
     @property
     def sqlite_path(self) -> Path:

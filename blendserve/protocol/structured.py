@@ -1,14 +1,18 @@
 """Structured output and forced tool calls: which JSON schema a request's output must match.
 
-Pure (no engine, no grammar library), so the scheduler refuses a schema at
-validation, as a per-line 400 naming the keyword, and every engine then gets a
-schema it can enforce. The subset is what OpenAI's strict mode accepts
-(https://platform.openai.com/docs/guides/structured-outputs, "Supported
-schemas"): every grammar engine the workers run (xgrammar on the CPU engine,
-vLLM's and SGLang's own) enforces all of it, so a finished output always
-parses and validates. Keywords outside it (allOf, not, if/then, patternProperties,
-minLength, multipleOf, ...) are refused rather than silently ignored: a grammar
-that ignores a keyword would produce outputs the caller's validator rejects.
+Run where a request is validated (the API for a call, the scheduler for a
+batch line), so a schema is refused there, as that request's 400 or that line's
+error naming the keyword or the limit, and every engine then gets a schema it
+can enforce, and compile quickly. The keywords are those every grammar engine
+the workers run (xgrammar on the CPU engine, vLLM's and SGLang's own) enforces
+(protocol/schema_subset.py), so a finished output always parses and validates.
+Keywords no engine enforces (allOf, not, if/then, patternProperties,
+multipleOf, ...) are refused rather than silently ignored: a grammar that
+ignores a keyword would produce outputs the caller's validator rejects. The
+schema a request's output must match, a tool's or all of them under "required",
+then stays within `GrammarLimits` and converts with xgrammar itself
+(protocol/grammar_limits.py): a schema whose grammar would take seconds to
+compile, or a pattern xgrammar refuses, never reaches an engine.
 
 `response_format` json_schema and json_object, a named tool_choice and
 tool_choice "required" all reduce to one `Constraint`: the schema (canonical
@@ -25,7 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from blendserve.protocol.fields import BodyError
-from blendserve.protocol.schema_subset import check_schema
+from blendserve.protocol.grammar_limits import DEFAULT, GrammarLimits, check_compiles, check_limits
+from blendserve.protocol.schema_subset import check_schema, engine_form
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 JSON_OBJECT = json.dumps({"type": "object"})
@@ -72,7 +77,16 @@ def _ordered(s: Any, names: bool = False) -> Any:
     return {k: s[k] if k in _DATA else _ordered(s[k], names=k == "properties") for k in sorted(s)}
 
 
-def schema_constraint(fmt: Any, param: str) -> Constraint | None:
+def bounded(schema: Any, strict: bool, param: str, limits: GrammarLimits) -> Constraint:
+    """The constraint of a checked schema, once it is within the limits and xgrammar converts it: the schema
+    in the form engines get (`engine_form`), which the caller's schema accepts every output of."""
+    check_limits(schema, param, limits)
+    out = Constraint(canonical(engine_form(schema)), strict)
+    check_compiles(out.schema, strict, param)
+    return out
+
+
+def schema_constraint(fmt: Any, param: str, limits: GrammarLimits = DEFAULT) -> Constraint | None:
     """An OpenAI `response_format` (chat) or `text.format` (Responses): None for text, else its Constraint.
     Accepts both the chat shape (`json_schema: {name, schema, strict}`) and the Responses shape
     (`name`, `schema`, `strict` beside `type`)."""
@@ -99,10 +113,10 @@ def schema_constraint(fmt: Any, param: str) -> Constraint | None:
     if schema is None:
         return Constraint(JSON_OBJECT, False)
     check_schema(schema, bool(strict), f"{at}.schema")
-    return Constraint(canonical(schema), bool(strict))
+    return bounded(schema, bool(strict), f"{at}.schema", limits)
 
 
-def check_tools(body: dict) -> tuple[Constraint | None, ToolCall] | None:
+def check_tools(body: dict, limits: GrammarLimits = DEFAULT) -> tuple[Constraint | None, ToolCall] | None:
     """Check `tools` and `tool_choice`; the constraint and the call's shape when a call is forced, else None.
 
     "none" (or no tools): plain text. A named function: its arguments, under its parameters' schema.
@@ -114,8 +128,10 @@ def check_tools(body: dict) -> tuple[Constraint | None, ToolCall] | None:
         if choice not in (None, "none"):
             raise BodyError("invalid_value", "'tool_choice' needs 'tools'.", "tool_choice")
         return None
-    if not isinstance(tools, list) or len(tools) > 128:
-        raise BodyError("invalid_value", "'tools' must be an array of at most 128 function tools.", "tools")
+    if not isinstance(tools, list):
+        raise BodyError("invalid_value", "'tools' must be an array of function tools.", "tools")
+    if len(tools) > limits.tools:
+        raise limits.refuse("tools", f"{len(tools)} tools", "tools")
     functions: dict[str, tuple[dict, bool]] = {}
     for i, tool in enumerate(tools):
         p = f"tools[{i}]"
@@ -143,8 +159,9 @@ def check_tools(body: dict) -> tuple[Constraint | None, ToolCall] | None:
     if choice == "required":
         if len(functions) == 1:
             name = next(iter(functions))
-            return Constraint(canonical(functions[name][0]), functions[name][1]), ToolCall(name)
-        return _any_call(functions), ToolCall(None)
+            return bounded(*functions[name], "tools[0].function.parameters", limits), ToolCall(name)
+        schema, strict = _any_call(functions)
+        return bounded(schema, strict, "tools", limits), ToolCall(None)
     named = choice.get("function", {}).get("name") if isinstance(choice, dict) and choice.get("type") == "function" \
         and isinstance(choice.get("function"), dict) else None
     if named is None:
@@ -152,10 +169,11 @@ def check_tools(body: dict) -> tuple[Constraint | None, ToolCall] | None:
                         "\"function\": {\"name\": ...}}.", "tool_choice")
     if named not in functions:
         raise BodyError("invalid_value", f"'tool_choice' names '{named}', which is not in 'tools'.", "tool_choice")
-    return Constraint(canonical(functions[named][0]), functions[named][1]), ToolCall(named, "stop")
+    at = f"tools[{list(functions).index(named)}].function.parameters"
+    return bounded(*functions[named], at, limits), ToolCall(named, "stop")
 
 
-def _any_call(functions: dict[str, tuple[dict, bool]]) -> Constraint:
+def _any_call(functions: dict[str, tuple[dict, bool]]) -> tuple[dict, bool]:
     """One object naming a function and holding its arguments, for any of `functions`. Each function's own
     definitions move to the root's `$defs` under its name, and its `$ref`s with them."""
     defs: dict[str, Any] = {}
@@ -170,7 +188,7 @@ def _any_call(functions: dict[str, tuple[dict, bool]]) -> Constraint:
     schema: dict[str, Any] = {"anyOf": options}
     if defs:
         schema["$defs"] = defs
-    return Constraint(canonical(schema), all(strict for _, strict in functions.values()))
+    return schema, all(strict for _, strict in functions.values())
 
 
 def _rebase(s: Any, name: str) -> Any:
@@ -185,11 +203,11 @@ def _rebase(s: Any, name: str) -> Any:
     return out
 
 
-def constraint(body: dict) -> tuple[Constraint | None, ToolCall | None]:
+def constraint(body: dict, limits: GrammarLimits = DEFAULT) -> tuple[Constraint | None, ToolCall | None]:
     """The output's constraint from a chat or completions body: a forced tool call first, else
     `response_format`. Raises BodyError for what the checks above refuse."""
-    tools = check_tools(body)
-    fmt = schema_constraint(body.get("response_format"), "response_format")
+    tools = check_tools(body, limits)
+    fmt = schema_constraint(body.get("response_format"), "response_format", limits)
     if tools is not None and tools[0] is not None:
         return tools
     return fmt, tools[1] if tools is not None else None

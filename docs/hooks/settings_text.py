@@ -199,4 +199,15 @@ SETTINGS: dict[str, Doc] = {
     "BLENDSERVE_WEBHOOK_RETRY_MAX_S": "the longest wait between two attempts: a receiver that comes back up gets "
                                       "its events within this",
     "BLENDSERVE_WEBHOOK_RETRY_FOR_S": ("how long an event is retried before it is given up on", "72 hours"),
+    # Bounded grammar work: one output schema's size, checked at validation, and the CPU engine's compiles.
+    "BLENDSERVE_GRAMMAR_SCHEMA_BYTES": "bytes of an output schema as compact JSON (all tools' under \"required\")",
+    "BLENDSERVE_GRAMMAR_ENUM_VALUES": "enum values and consts in one output schema",
+    "BLENDSERVE_GRAMMAR_ANY_OF": "branches of one `anyOf`",
+    "BLENDSERVE_GRAMMAR_PROPERTIES": "object properties in one output schema, every object's together",
+    "BLENDSERVE_GRAMMAR_TOOLS": "function tools in one request",
+    "BLENDSERVE_GRAMMAR_LENGTH": "largest `minLength`, `maxLength`, `minItems` or `maxItems`",
+    "BLENDSERVE_GRAMMAR_PATTERN_SIZE": "a `pattern`'s length with every repetition written out "
+                                       "(`[a-z]{0,600}`: 600)",
+    "BLENDSERVE_GRAMMAR_COMPILE_THREADS": "grammars the CPU engine compiles at once",
+    "BLENDSERVE_GRAMMAR_COMPILE_TIMEOUT_S": "a compile running longer fails its request alone",
 }

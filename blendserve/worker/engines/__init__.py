@@ -21,7 +21,8 @@ Factory = Callable[[Path, str, "Settings"], Engine]
 def _cpu(path: Path, name: str, s: Settings) -> Engine:
     from blendserve.worker.engines.cpu import CpuEngine
 
-    return CpuEngine(path, name, config=s.cpu, speculative=SpecConfig.from_settings(s.spec, default="ngram"))
+    return CpuEngine(path, name, config=s.cpu, speculative=SpecConfig.from_settings(s.spec, default="ngram"),
+                     grammar=s.grammar)
 
 
 def _cpu_embedding(path: Path, name: str, s: Settings) -> Engine:

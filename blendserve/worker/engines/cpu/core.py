@@ -6,6 +6,8 @@ the next one read (``Scheduler._admit`` calls ``pull``). So this adapter pulls f
 (``pulls``) instead of answering ``room``; order and the no-read-ahead rule are the scheduler's, as before.
 Interactive requests come from the driver before each step and, between two layers of a step, from the
 feed itself (``cut_in``): their prompt runs then, so their first token waits for one layer, not a step.
+A request whose grammar still compiles waits outside the steps (grammar.py's ``Held``) and joins when it
+is ready, or fails alone when it cannot be.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from blendserve.worker.engines.base import GenRequest, GenResult
+from blendserve.worker.engines.cpu.grammar import Held
 from blendserve.worker.engines.cpu.scheduler import Scheduler, Sequence
 from blendserve.worker.engines.driver import Feed
 
@@ -59,6 +62,7 @@ class CpuCore:
         self.ready: list[Sequence] = []       # finished without running (nothing to generate)
         self.admitted: list[Sequence] = []    # interactive sequences admitted since the last cut-in
         self.last_urgent = -RUSH_WINDOW_S
+        self.held = Held()                    # waiting for their grammar's compile, in no step
 
     def room(self) -> bool:
         return False
@@ -70,6 +74,8 @@ class CpuCore:
         """An interactive request (batch requests are pulled by the scheduler): into the running set now."""
         self.last_urgent = time.monotonic()
         seq = self.engine._sequence(request)
+        if seq.finish_reason is None and self.held.hold(seq, urgent=True):
+            return
         if seq.finish_reason is None:
             self.sched.admit_urgent(seq)
             self.admitted.append(seq)
@@ -78,16 +84,18 @@ class CpuCore:
 
     def abort(self, keys: list[int]) -> None:
         gone = set(keys)
+        self.held.drop(gone)
         for seq in [*self.sched.running, *self.sched.waiting]:
             if seq.key in gone:
                 self.sched.finish(seq)        # dropped without a result, as the interface says
 
     def busy(self) -> bool:
-        return self.sched.has_work() or bool(self.ready)
+        return self.sched.has_work() or bool(self.ready) or bool(self.held)
 
     def step(self, feed: Feed) -> Iterator[GenResult]:
         sched = self.sched
         self.admitted = []
+        yield from self.held.join(self)
         rush = time.monotonic() - self.last_urgent < RUSH_WINDOW_S or any(s.urgent for s in sched.running)
         sched.batch_cap = self.engine.rush_tokens if rush else None
         step = sched.schedule(lambda: self._pull(feed))
@@ -102,6 +110,7 @@ class CpuCore:
                 yield result
 
     def close(self) -> None:
+        self.held.seqs = []
         for seq in [*self.sched.running, *self.sched.waiting]:
             self.sched.finish(seq)
 
@@ -109,6 +118,10 @@ class CpuCore:
         """The scheduler has room for one more: the next request of the plan that has something to run."""
         while (request := feed.next()) is not None:
             seq = self.engine._sequence(request)
+            if seq.finish_reason is None and self.held.hold(seq, urgent=False):
+                if len(self.held) >= self.engine.max_running:
+                    return None               # no further read-ahead while that many wait for a grammar
+                continue
             if seq.finish_reason is None:
                 return seq
             self.ready.append(seq)

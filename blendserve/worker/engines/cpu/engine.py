@@ -46,6 +46,7 @@ from blendserve.worker.engines.threads import DEFAULT_THREADS, one_thread
 
 if TYPE_CHECKING:     # pydantic only where settings are read: the engine also runs where only torch is installed
     from blendserve.core.engine_settings import CpuEngineSettings
+    from blendserve.core.grammar_settings import GrammarSettings
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 # Prompt lookup, on by default here, in steps of at most 4 sequences: measured faster on rewrite and chat
@@ -71,6 +72,7 @@ class CpuEngine:
         dtype: torch.dtype | None = None,
         speculative: SpecConfig = DEFAULT_SPEC,
         config: CpuEngineSettings,
+        grammar: GrammarSettings | None = None,
     ) -> None:
         """Knobs left unset come from ``config`` (the deployment's BLENDSERVE_CPU_* settings), speculation from
         ``speculative``; ``kv_capacity_tokens``, when given, sizes the pool in tokens instead of ``kv_gb``."""
@@ -113,6 +115,7 @@ class CpuEngine:
         self.spec = speculative
         self.spec_stats = SpecStats()
         self.grammars: Grammars | None = None      # made at the first constrained request (xgrammar's vocab scan)
+        self.grammar = grammar                     # compile threads and time budget (BLENDSERVE_GRAMMAR_*)
         self.names = TokenNames(self.tokenizer)
         self.results = Results(self.tokenizer, self.eos, self.names, self.fingerprint)
 
@@ -160,10 +163,7 @@ class CpuEngine:
             raise ValueError(f"request {request.key} has an empty prompt")
         p = request.params
         if p.json_schema is not None and self.grammars is None:
-            if isinstance(self.tokenizer, IdTokenizer):
-                raise ValueError(f"request {request.key}: JSON-schema output needs the model's tokenizer")
-            self.grammars = Grammars(self.tokenizer, int(self.model.lm_head.shape[0]), sorted(self.eos),
-                                     native=self.decode_kernel is not None)
+            self.grammars = Grammars.of_engine(self, request.key)
 
         def choice(i: int) -> Sequence:
             grammar = self.grammars.state(p.json_schema, p.strict_schema) if p.json_schema is not None else None

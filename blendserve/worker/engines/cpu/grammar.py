@@ -6,9 +6,15 @@ before each token, the bitmask of tokens that keep the output a prefix of a
 document the schema accepts. Here:
 
 * ``Grammars.get`` hands out a future of the compiled grammar, keyed by the
-  schema's hash: a thread of its own compiles it (once per schema and process), so the
-  engine's step never waits for a compile unless the first token of a request
-  is due before its grammar is ready (a prompt's prefill runs meanwhile).
+  schema's hash: a pool of compile threads (BLENDSERVE_GRAMMAR_COMPILE_THREADS)
+  compiles it, once per schema and process, so a slow compile holds one thread
+  and the others go on. A constrained sequence waits in ``Held``, outside every
+  step, until its grammar is ready (core.py's admission): the engine's step never
+  waits for a compile. A compile that fails, or runs past its time budget
+  (BLENDSERVE_GRAMMAR_COMPILE_TIMEOUT_S), fails that request alone with an error
+  naming the limit. The validation that runs before a request reaches an
+  engine (protocol/grammar_limits.py) already keeps compiles within a second or two;
+  the budget bounds what gets past it.
 * ``GrammarState`` is one sequence's matcher; ``accept`` advances it by the
   chosen token.
 * ``Grammars.prepare`` starts one background job that fills the next token's
@@ -24,30 +30,50 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+import time
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any
 
 import torch
 
+from blendserve.protocol.grammar_limits import reason
+from blendserve.worker.engines.cpu.id_tokenizer import IdTokenizer
 from blendserve.worker.engines.cpu.native import token_mask
+from blendserve.worker.engines.driver import Refused, failure
 
 
 class Grammars:
-    """Compiled grammars of one tokenizer, cached by schema hash; compiles run in one background thread."""
+    """Compiled grammars of one tokenizer, cached by schema hash; compiles run in a pool of threads."""
 
-    def __init__(self, tokenizer, vocab_size: int, stop_ids: list[int], native: bool = True) -> None:
+    def __init__(self, tokenizer, vocab_size: int, stop_ids: list[int], native: bool = True,
+                 threads: int = 2, timeout_s: float = 10.0) -> None:
         import xgrammar as xgr
 
         self.xgr = xgr
         self.vocab_size = vocab_size
         self.info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_ids)
         self.compiler = xgr.GrammarCompiler(self.info, max_threads=1)
-        # Two threads: a long compile must never hold up the masks a step is waiting for.
-        self.compiles = ThreadPoolExecutor(1, thread_name_prefix="grammar-compile")
+        # Apart from the mask thread: a long compile must never hold up the masks a step is waiting for.
+        self.compiles = ThreadPoolExecutor(threads, thread_name_prefix="grammar-compile")
+        self.timeout_s = timeout_s
+        self.started: dict[int, float] = {}          # id of a compile's future -> when it was submitted
         self.masks = ThreadPoolExecutor(1, thread_name_prefix="grammar-mask")
         self.cache: dict[str, Future] = {}
         self.lock = threading.Lock()
         self.buffer = xgr.allocate_token_bitmask(1, vocab_size)
         self.kernel = token_mask() if native else None
+
+    @classmethod
+    def of_engine(cls, engine: Any, key: int) -> Grammars:
+        """The grammars of a CPU engine (engine.py's CpuEngine), with the compile threads and time budget of its
+        GrammarSettings (None: the defaults). A model without its tokenizer has no vocabulary to compile to."""
+        if isinstance(engine.tokenizer, IdTokenizer):
+            raise ValueError(f"request {key}: JSON-schema output needs the model's tokenizer")
+        budget = {} if engine.grammar is None else {"threads": engine.grammar.compile_threads,
+                                                    "timeout_s": engine.grammar.compile_timeout_s}
+        return cls(engine.tokenizer, int(engine.model.lm_head.shape[0]), sorted(engine.eos),
+                   native=engine.decode_kernel is not None, **budget)
 
     @staticmethod
     def key(schema: str, strict: bool) -> str:
@@ -61,7 +87,19 @@ class Grammars:
             if fut is None:
                 fut = self.cache[key] = self.compiles.submit(self.compiler.compile_json_schema, schema,
                                                              any_whitespace=False, strict_mode=strict)
+                self.started[id(fut)] = time.monotonic()
         return fut
+
+    def failed(self, fut: Future) -> str | None:
+        """Why a grammar cannot be used: its compile failed or is past its time budget; None: ready or within
+        its budget."""
+        if fut.done():
+            error = fut.exception()
+            return None if error is None else f"the grammar engine could not compile the schema: {reason(error)}"
+        if time.monotonic() - self.started.get(id(fut), time.monotonic()) > self.timeout_s:
+            return (f"the schema's grammar did not compile within {self.timeout_s:g} s (the limit "
+                    "BLENDSERVE_GRAMMAR_COMPILE_TIMEOUT_S)")
+        return None
 
     def state(self, schema: str, strict: bool) -> GrammarState:
         return GrammarState(self, self.get(schema, strict))
@@ -126,3 +164,59 @@ class GrammarState:
         matcher = self._matcher()
         if not matcher.is_terminated():
             matcher.accept_token(token)
+
+
+class Held:
+    """Constrained sequences whose grammar still compiles: kept out of every step until it is ready, so a slow
+    compile delays its own request and no other."""
+
+    def __init__(self) -> None:
+        self.seqs: list[tuple[Any, bool]] = []        # (sequence, urgent)
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def hold(self, seq: Any, urgent: bool) -> bool:
+        """Keep ``seq`` here if its grammar is not compiled yet (True), else leave it to the caller (False)."""
+        grammar: GrammarState | None = seq.state[1].grammar
+        if grammar is None or (grammar.compiled.done() and grammar.compiled.exception() is None):
+            return False
+        self.seqs.append((seq, urgent))
+        return True
+
+    def release(self) -> tuple[list[tuple[Any, bool]], list[tuple[Any, str]]]:
+        """The sequences now ready to run, and those whose grammar failed, with why."""
+        ready, failed, kept = [], [], []
+        for seq, urgent in self.seqs:
+            grammar = seq.state[1].grammar
+            if (why := grammar.grammars.failed(grammar.compiled)) is not None:
+                failed.append((seq, why))
+            else:
+                (ready if grammar.compiled.done() else kept).append((seq, urgent))
+        self.seqs = kept
+        return ready, failed
+
+    def drop(self, keys: set[int]) -> None:
+        self.seqs = [(s, u) for s, u in self.seqs if s.key not in keys]
+
+    def join(self, core: Any) -> Iterator[Any]:
+        """Before a step of ``core`` (core.py's CpuCore): held sequences whose grammar is ready join its
+        scheduler (interactive ones at once, batch ones first in the waiting line); those whose grammar failed
+        yield their error result. With nothing else to run, wait briefly for a compile instead of spinning."""
+        sched = core.sched
+        if not sched.has_work() and not core.ready:
+            self.wait(0.05)
+        ready, failed = self.release()
+        for seq, urgent in ready:
+            if urgent:
+                sched.admit_urgent(seq)
+            else:
+                sched.waiting.append(seq)
+        for seq, why in failed:
+            core.engine.results.choices.pop(seq.key, None)
+            yield failure(seq.key, Refused(why), seq.prompt_len)
+
+    def wait(self, timeout_s: float) -> None:
+        """Block up to ``timeout_s`` for a held compile to end (the engine has nothing else to run)."""
+        if self.seqs:
+            wait([seq.state[1].grammar.compiled for seq, _ in self.seqs], timeout_s, FIRST_COMPLETED)
