@@ -18,11 +18,11 @@ system prompts, medium replies). For each:
   with SmolLM2, SQLite; benchmarks/harness.py), create -> completed, and the
   run phase alone (first claim -> last result).
 
-`--measure` measures the CPU engine's own rates on this machine (`measure_cpu`:
-synthetic decodes, prefills and prefix-cached chunks, never the files judged
-here), prints that profile, and predicts with it too (column `measured`); the
-stored `cpu` profile (blendserve/planner/perf.py) is such a measurement, taken
-on the CI machine: on another CPU, measure and store yours.
+`--measure` measures the CPU engine's own rates on this machine, as
+`blendserve estimate --gpu cpu` does on first use (synthetic decodes, prefills
+and prefix-cached chunks, never the files judged here), prints that profile,
+and predicts with it too (column `measured`); the stored `cpu` profile
+(blendserve/planner/perf.py) is the planner's default for CPU workers.
 
     PYTHONPATH=. .venv/bin/python benchmarks/estimate_error.py --measure            # the figure run
     PYTHONPATH=. .venv/bin/python benchmarks/estimate_error.py --smoke              # 8 tiny requests, one shape
@@ -31,12 +31,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import tempfile
-import time
 from pathlib import Path
-
-import numpy as np
 
 from benchmarks.harness import run_service
 from benchmarks.prefix_mix import workload
@@ -55,70 +51,14 @@ REQUESTS = {"fewshot": 150, "longgen": 60, "chat": 120}   # about 1-3 minutes ea
 
 
 def measure_cpu(model_dir: Path) -> HardwareProfile:
-    """The CPU engine's own rates on this machine, from synthetic prompts (never the files judged
-    below), as a hardware profile for the simulator's step (sequential, weight reads folded into o):
-    o + n s + k g + (dense FLOPs + prefill attention FLOPs) / F + KV / B, for n decoding sequences and
-    k prefill chunks after a cached prefix. Each figure is the difference of two runs (41 and 9 output
-    tokens for decodes), so prefill and start-up cancel:
-
-    * decode steps of n = 1, 4, 16, 64 short sequences (16-token prompts): a line through them gives
-      s, one more decoding sequence (2 P FLOP, its sampling and its attention call), and o, the step
-      (Python, dispatch and the weight reads, which a CPU's GEMMs do not hide);
-    * prefill steps of 1024 fresh tokens (8 x 512), less o: F;
-    * prefill steps of 16 chunks of 64 tokens behind a cached 896-token prefix: g, what a chunk costs
-      beyond its FLOPs (gathering the prefix's K/V from the block pool);
-    * decode steps of 8 sequences over 1024 cached tokens each, beyond a short decode of 8: B.
-
-    A matmul's peak and a memcpy's (the first design of this measurement) overstate what the engine
-    reaches by 2x and more: attention, sampling and the step's Python are in these figures, as in a run.
-    """
-    import random
-
+    """The CPU engine's own rates on this machine: what `blendserve estimate --gpu cpu` measures and caches
+    (blendserve/worker/engines/cpu/calibrate.py), measured afresh."""
     from blendserve.core.engine_settings import CpuEngineSettings
-    from blendserve.planner.perf import HARDWARE, ModelProfile
-    from blendserve.worker.engines.base import GenRequest, SamplingParams
+    from blendserve.planner.perf import ModelProfile
     from blendserve.worker.engines.cpu import CpuEngine
+    from blendserve.worker.engines.cpu.calibrate import measure
 
-    model = ModelProfile.from_config(model_dir)
-    engine = CpuEngine(model_dir, SMOLLM2, config=CpuEngineSettings())
-    rng = random.Random(0)
-    no_eos = tuple((t, -100.0) for t in sorted(engine.eos))
-    keys = iter(range(10**9))
-    attention = 4.0 * model.q_dim * model.layers           # FLOPs per (query token x context token)
-
-    def prompt(n: int) -> list[int]:
-        return [rng.randrange(1000, 20000) for _ in range(n)]
-
-    def timed(prompts: list[list[int]], out: int) -> float:
-        params = SamplingParams(max_tokens=out, temperature=0.0, logit_bias=no_eos)
-        t0 = time.perf_counter()
-        list(engine.generate([GenRequest(next(keys), p, params) for p in prompts]))
-        return time.perf_counter() - t0
-
-    def decode_step(prompts: list[list[int]]) -> float:
-        timed(prompts, 1)                                   # warm the prefix cache: both runs below hit it
-        return (timed(prompts, 41) - timed(prompts, 9)) / 32
-
-    timed([prompt(64)], 2)                                  # warm-up
-    sizes = (1, 4, 16, 64)
-    steps = [decode_step([prompt(16) for _ in range(n)]) for n in sizes]
-    per_seq, step_o = (float(x) for x in np.polyfit(sizes, steps, 1))
-    step_o = max(step_o, 0.0)
-    prefill = timed([prompt(512) for _ in range(8)], 1) / 4  # 4 steps of two fresh 512-token chunks
-    flops = (2.0 * model.params * 1024 + 2 * attention * 512 * 256) / max(prefill - step_o, 1e-9)
-    token_s = 2.0 * model.params / flops
-    prefix = prompt(896)
-    timed([prefix + prompt(8)], 1)                          # cache the prefix
-    behind = timed([prefix + prompt(64) for _ in range(64)], 1) / 4   # 4 steps of 16 chunks from position 896
-    chunk_o = (behind - step_o - 1024 * token_s - 16 * attention * 64 * (896 + 32) / flops) / 16
-    long8 = decode_step([prompt(1024) for _ in range(8)])
-    kv_bytes = 8 * (1024 + 25) * model.kv_bytes_per_token   # the profile counts bf16 K/V, as the planner does
-    bandwidth = kv_bytes / max(long8 - (step_o + 8 * per_seq), 1e-9)
-    print(json.dumps({"decode_step_s": dict(zip(sizes, steps)), "prefill_step_s": prefill,
-                      "behind_prefix_step_s": behind, "long8_step_s": long8}), flush=True)
-    return HardwareProfile("measured", flops, bandwidth, HARDWARE["cpu"].memory_bytes, weight_bandwidth=math.inf,
-                           step_overhead=step_o, seq_overhead=max(0.0, per_seq - token_s),
-                           chunk_overhead=max(0.0, chunk_o), prefill_attention=True)
+    return measure(CpuEngine(model_dir, SMOLLM2, config=CpuEngineSettings()), ModelProfile.from_config(model_dir))
 
 
 def _profile(hw: HardwareProfile) -> dict:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
                         f"(default {CPU_SAMPLE} with --gpu cpu, else 0: --output-tokens)")
     p.add_argument("--overlap", default="sequential", choices=("sequential", "nanoflow"),
                    help="engine overlap model: sequential for vLLM/SGLang (default), nanoflow for NanoFlow")
+    p.add_argument("--remeasure", action="store_true",
+                   help="with --gpu cpu: measure this machine's CPU engine again instead of its cached profile")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
@@ -106,24 +109,55 @@ def load(file: Path, endpoint: str, name: str, path: Path):
 
 
 def sampled_lengths(w, bodies: list[dict], model_path: Path, name: str, count: int, seed: int = 0, *,
-                    cpu: CpuEngineSettings) -> np.ndarray:
-    """Every request's output length: observed for a warm-up sample run on the CPU engine (``cpu``: its
-    settings), the planner's per-subtree estimate for the rest. Each request runs with its own sampling
-    parameters."""
+                    cpu: CpuEngineSettings, engine=None) -> np.ndarray:
+    """Every request's output length: observed for a warm-up sample run on the CPU engine (``engine``, else
+    one made with ``cpu``, its settings), the planner's per-subtree estimate for the rest. Each request runs
+    with its own sampling parameters."""
     from blendserve.planner import PrefixTree, estimate_output_lengths, warmup_sample
     from blendserve.worker.engines.base import GenRequest
-    from blendserve.worker.engines.cpu import CpuEngine
     from blendserve.worker.responses import sampling_params
 
     tree = PrefixTree.build(w)
     sample = warmup_sample(w, min(1.0, count / w.n), seed=seed, tree=tree)
-    engine = CpuEngine(model_path, name, config=cpu)
+    engine = engine or _cpu_engine(model_path, name, cpu)
     requests = [GenRequest(int(i), w.tokens[w.offsets[i]:w.offsets[i + 1]].tolist(),
                            sampling_params(bodies[i], int(w.max_tokens[i]) // (bodies[i].get("n") or 1)))
                 for i in sample]
     got = {r.key: r.completion_tokens for r in engine.generate(requests)}
     observed = np.array([got[int(i)] for i in sample], dtype=np.float64)
     return estimate_output_lengths(w, sample, observed, float(observed.mean()), tree=tree)
+
+
+def _cpu_engine(model_path: Path, name: str, cpu: CpuEngineSettings):
+    from blendserve.worker.engines.cpu import CpuEngine
+
+    return CpuEngine(model_path, name, config=cpu)
+
+
+def cpu_profile(settings: Settings, name: str, model_path: Path, engine=None, remeasure: bool = False):
+    """This machine's CPU profile and where it came from: cached in the data dir under what it depends on
+    (blendserve/worker/engines/cpu/calibrate.py), else measured now (seconds) and cached. ``engine``: a
+    CpuEngine to measure on, else one is made."""
+    from blendserve.planner import ModelProfile
+    from blendserve.worker.engines.cpu import calibrate
+
+    key = calibrate.machine_key(name, settings.cpu.threads, settings.cpu.native)
+    path = calibrate.cache_path(settings.data_dir, key)
+    cached = None if remeasure else calibrate.load(path)
+    if cached is not None and cached[1].get("key") == key:
+        profile, record = cached
+        how = "cached"
+    else:
+        print(f"measuring the CPU engine's rates on this machine ({key['cpu']}, {key['threads']} threads), "
+              "once; cached for the next estimate ...", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        profile = calibrate.measure(engine or _cpu_engine(model_path, name, settings.cpu),
+                                    ModelProfile.from_config(model_path))
+        record = calibrate.store(path, key, profile, time.perf_counter() - t0)
+        how = "measured now"
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record["measured_at"]))
+    return profile, {"name": "cpu", "source": f"{how}: measured on this machine ({key['cpu']}, {key['threads']} "
+                                              f"threads) at {when} in {record['seconds']} s", "path": str(path)}
 
 
 def engine_config(gpu: str, model, overlap: str, cpu: CpuEngineSettings):
@@ -181,6 +215,7 @@ def _table(e: dict) -> str:
     rows = [f"{e['requests']:,} requests, {e['prompt_tokens']:,} prompt tokens on {e['gpus']} x {e['gpu']} "
             f"({e['overlap']} overlap); outputs {e['assumed_output_tokens']:.0f} tokens on average "
             f"({'from a sample run here' if e['output_tokens_from'] == 'sample' else 'assumed, capped by max_tokens'})",
+            f"hardware profile {e['profile']['name']}: {e['profile']['source']}",
             f"{'order':<11} {'time':>14} {'tokens/s':>12} {'GPU-hours':>10}   if every request ran to max_tokens"]
     for policy, c in e["policies"].items():
         x, hi = c["expected"], c["all_to_max_tokens"]
@@ -206,11 +241,17 @@ def main(argv: list[str], settings: Settings) -> int:
     if w is None:
         return 1
     count = args.sample if args.sample is not None else CPU_SAMPLE if args.gpu == "cpu" else 0
+    engine = _cpu_engine(path, name, settings.cpu) if count > 0 or args.gpu == "cpu" else None
+    hw, profile = None, {"name": args.gpu, "source": "stored (blendserve/planner/perf.py)"}
+    if args.gpu == "cpu":
+        hw, profile = cpu_profile(settings, name, path, engine, remeasure=args.remeasure)
     lengths = None
     if count > 0:
         print(f"running {min(count, w.n)} requests of the file on the CPU engine to learn output lengths ...",
               file=sys.stderr, flush=True)
-        lengths = sampled_lengths(w, bodies, path, name, count, cpu=settings.cpu)
-    e = estimate(w, path, args.gpu, args.gpus, args.output_tokens, args.overlap, lengths=lengths, cpu=settings.cpu)
+        lengths = sampled_lengths(w, bodies, path, name, count, cpu=settings.cpu, engine=engine)
+    e = estimate(w, path, args.gpu, args.gpus, args.output_tokens, args.overlap, hw, lengths=lengths,
+                 cpu=settings.cpu)
+    e["profile"] = profile
     print(json.dumps(e) if args.json else _table(e))
     return 0

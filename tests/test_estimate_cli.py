@@ -9,8 +9,9 @@ import sys
 from tests.live import chat_lines, jsonl
 
 
-def _estimate(tiny_model, path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "BLENDSERVE_MODELS": f"tiny-llama={tiny_model}"}
+def _estimate(tiny_model, path, *args: str, **env_extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "BLENDSERVE_MODELS": f"tiny-llama={tiny_model}",
+           "BLENDSERVE_DATA_DIR": str(path.parent / "data"), **env_extra}
     return subprocess.run([sys.executable, "-m", "blendserve", "estimate", str(path), *args], env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -71,7 +72,29 @@ def test_cpu_estimate_learns_output_lengths_from_a_sample_run(tiny_model, tmp_pa
     e = json.loads(sampled.stdout)
     assert e["output_tokens_from"] == "sample" and "running 16 requests" in sampled.stderr
     assert 8 < e["assumed_output_tokens"] < 22          # ~1 token on one half, ~30 on the other
-    assumed = json.loads(_estimate(tiny_model, f, "--gpu", "cpu", "--sample", "0", "--json").stdout)
+    # The CPU profile is this machine's, measured on first use and cached in the data dir.
+    assert "measuring the CPU engine's rates on this machine" in sampled.stderr
+    assert e["profile"]["source"].startswith("measured now: measured on this machine")
+    assumed = _estimate(tiny_model, f, "--gpu", "cpu", "--sample", "0", "--json")
+    assert "measuring" not in assumed.stderr
+    assumed = json.loads(assumed.stdout)
+    assert assumed["profile"]["source"].startswith("cached:") and assumed["profile"]["path"] == e["profile"]["path"]
     assert assumed["output_tokens_from"] == "assumed" and assumed["assumed_output_tokens"] == 35.0
     fast, slow = (x["policies"]["blendserve"]["expected"]["seconds"] for x in (e, assumed))
     assert fast < slow
+
+
+def test_the_cpu_profile_is_measured_again_where_what_it_depends_on_changed(tiny_model, tmp_path):
+    """Another thread count (or CPU, or model) is another machine: its cached profile is not reused."""
+    f = tmp_path / "in.jsonl"
+    f.write_bytes(jsonl(chat_lines(4, "tiny-llama", max_tokens=8)))
+    one = json.loads(_estimate(tiny_model, f, "--gpu", "cpu", "--sample", "0", "--json").stdout)
+    two = _estimate(tiny_model, f, "--gpu", "cpu", "--sample", "0", "--json", BLENDSERVE_CPU_THREADS="2")
+    assert "measuring" in two.stderr
+    two = json.loads(two.stdout)
+    assert two["profile"]["path"] != one["profile"]["path"] and "2 threads" in two["profile"]["source"]
+    again = _estimate(tiny_model, f, "--gpu", "cpu", "--sample", "0", "--remeasure", "--json")
+    assert "measuring" in again.stderr and json.loads(again.stdout)["profile"]["path"] == one["profile"]["path"]
+    stored = json.loads(open(one["profile"]["path"]).read())
+    assert stored["profile"]["flops"] > 0 and stored["profile"]["bandwidth"] > 0
+    assert stored["profile"]["step_overhead"] >= 0 and stored["key"]["model"] == "tiny-llama"

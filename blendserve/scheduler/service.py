@@ -26,6 +26,7 @@ import uuid
 
 from sqlalchemy import or_, update
 
+from blendserve.core.bell import Bell
 from blendserve.core.config import Settings
 from blendserve.core.db import make_engine, make_sessionmaker
 from blendserve.core.models import Lease
@@ -89,6 +90,7 @@ class Scheduler:
         self.renew_at = 0.0
         self.backoff = Backoff()
         self.tokenized = intake.Progress()     # where tokenizing stands in each running batch
+        self.bell = Bell(settings.data_dir, "batches")
         self.webhooks = webhooks.Deliverer(settings.webhook, self.sessions, self.readers, lambda: bool(self.leading))
 
     def lead(self) -> bool:
@@ -164,7 +166,8 @@ class Scheduler:
                     log.exception("scheduler tick failed; retrying")
                     stop.wait(1.0)
                 idle = 0 if busy else idle + 1
-                stop.wait(self.settings.poll_interval_s * min(2 ** max(idle - 1, 0), IDLE_TICKS))
+                # A batch created or cancelled rings the bell: it is validated now, not after the back-off.
+                self.bell.wait(self.settings.poll_interval_s * min(2 ** max(idle - 1, 0), IDLE_TICKS), stop)
         finally:
             self.webhooks.stop()
             try:

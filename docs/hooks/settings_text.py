@@ -64,9 +64,10 @@ SETTINGS: dict[str, Doc] = {
         "execution order: `blendserve` (the planner), `dfs` (prompts sorted by token ids per model across jobs: "
         "SGLang's `lpm`, a sorted file; same deadline rule and per-rank cut as `blendserve`, no warm-up) or "
         "`fcfs` (file order); the last two are the baselines"),
-    "BLENDSERVE_PLAN_MAX_REQUESTS": "N_max of planning rounds: a round starts once this many requests wait",
-    "BLENDSERVE_PLAN_MAX_WAIT_S": "T_max of planning rounds: a round starts once the oldest request waited this "
-                                  "long",
+    "BLENDSERVE_PLAN_MAX_REQUESTS": "N_max of planning rounds: beside a planned backlog, a round starts once this "
+                                    "many new requests wait (with none planned, a round starts at once)",
+    "BLENDSERVE_PLAN_MAX_WAIT_S": "T_max of planning rounds: new work of a better priority class than the planned "
+                                  "backlog gathers this long, then is planned ahead of it",
     "BLENDSERVE_PLAN_WINDOW": "a round re-plans all unclaimed work up to this many requests; past it rounds are "
                               "incremental (the planned backlog stays, new work is planned this many at a time; "
                               "[design §4.1](design.md))",
