@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 import httpx
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive
@@ -147,7 +148,12 @@ async def relay(request: Request, call: Awaitable[httpx.Response], release: Call
     if content is not None:
         release()
         return Response(content, status_code=upstream.status_code, media_type="application/json")
-    return StreamingResponse(_chunks(upstream, release), status_code=upstream.status_code,
+    async def done() -> None:          # idempotent: the stream's end, or a stream cut before its first chunk
+        release()
+        with anyio.CancelScope(shield=True):
+            await upstream.aclose()
+
+    return StreamingResponse(_chunks(upstream, done), status_code=upstream.status_code, background=BackgroundTask(done),
                              media_type="text/event-stream", headers={"cache-control": "no-cache"})
 
 
@@ -162,13 +168,12 @@ async def _answer(call: Awaitable[httpx.Response]) -> tuple[httpx.Response, byte
         await upstream.aclose()
 
 
-async def _chunks(upstream: httpx.Response, release: Callable[[], None]) -> AsyncIterator[bytes]:
+async def _chunks(upstream: httpx.Response, done: Callable[[], Awaitable[None]]) -> AsyncIterator[bytes]:
     """A stream's bytes as they come. Starlette cancels this when the caller hangs up; the close is shielded so
-    the worker's connection is closed (and its request dropped) even then."""
+    the worker's connection is closed (and its request dropped) even then. A stream cancelled before it
+    started never runs this `finally`: the response's background task closes it then."""
     try:
         async for chunk in upstream.aiter_raw():
             yield chunk
     finally:
-        release()
-        with anyio.CancelScope(shield=True):
-            await upstream.aclose()
+        await done()
