@@ -28,6 +28,7 @@ class ModelInfo:
     # Qwen's and others'): tool_choice "auto" is served, the calls read back out of the text.
     tool_calls: bool = False
     vocab_size: int | None = None   # token ids a prompt may hold are below it (None: unknown, below 2**31)
+    grammar: Any = None             # output schemas' GrammarLimits (protocol/grammar_limits.py); None: the defaults
 
 
 def is_token_ids(v: Any, vocab_size: int | None) -> bool:

@@ -15,6 +15,7 @@ milliseconds once the limits hold), so whatever xgrammar refuses is refused here
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -49,6 +50,12 @@ class GrammarLimits:
 
 
 DEFAULT = GrammarLimits()
+
+
+def with_grammar(info: Any, settings: Any) -> Any:
+    """A role's ModelInfo (protocol/fields.py) carrying its deployment's limits (GrammarSettings), which the
+    rules read at validation."""
+    return dataclasses.replace(info, grammar=GrammarLimits.of(settings))
 _LOOKAROUND = {sre_c.ASSERT, sre_c.ASSERT_NOT}
 _REPEATS = {sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, getattr(sre_c, "POSSESSIVE_REPEAT", sre_c.MAX_REPEAT)}
 

@@ -127,7 +127,7 @@ class ChatCompletionRequest(_ChatShaped, Sampling):
         stream_rules(body, door, _STREAM_OPTIONS, usage=True)
         sampled = {k: v for k, v in body.items() if k not in ("stream", "stream_options")} if door.interactive \
             else body
-        check_sampling(sampled, CHAT, door.info.tool_calls)
+        check_sampling(sampled, CHAT, door.info.tool_calls, door.info.grammar)
         messages = check_messages(body.get("messages"))
         mt = check_int(body, "max_completion_tokens", 1)
         return messages, mt if mt is not None else check_int(body, "max_tokens", 1)
@@ -147,7 +147,7 @@ class CompletionRequest(Sampling):
         stream_rules(body, door, _STREAM_OPTIONS, usage=True)
         sampled = {k: v for k, v in body.items() if k not in ("stream", "stream_options")} if door.interactive \
             else body
-        check_sampling(sampled, COMPLETIONS, door.info.tool_calls)
+        check_sampling(sampled, COMPLETIONS, door.info.tool_calls, door.info.grammar)
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
             prompt = prompt[0]
@@ -222,7 +222,7 @@ class ResponsesRequest(_ChatShaped, RequestBody):
         if not door.interactive and body.get("stream"):
             raise BodyError("stream_unsupported", "'stream': true is not allowed in a batch.", "stream")
         stream_rules(body, door, "'stream_options' must be an object, and only with 'stream': true.", usage=False)
-        return responses_api.check_responses(body)
+        return responses_api.check_responses(body, door.info.grammar)
 
     @functools.cached_property
     def sampling(self) -> Sampling:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from blendserve.protocol.fields import BodyError, check_int, check_messages, check_number
+from blendserve.protocol.grammar_limits import GrammarLimits
 from blendserve.protocol.structured import check_auto, check_tools, schema_constraint
 
 ENDPOINT = "/v1/responses"
@@ -53,7 +54,7 @@ def _asks_nothing(key: str, v: Any) -> bool:
         or DEFAULTS.get(key) == v or (key == "reasoning" and isinstance(v, dict) and not any(v.values()))
 
 
-def check_text(text: Any) -> None:
+def check_text(text: Any, grammar: GrammarLimits | None = None) -> None:
     """`text`: {"format": ...}: text (the default), `json_schema` (OpenAI's strict subset) or `json_object`,
     checked and later applied by the machinery chat's `response_format` uses (protocol/structured.py); `verbosity`
     only at its default."""
@@ -61,7 +62,7 @@ def check_text(text: Any) -> None:
         return
     if not isinstance(text, dict) or not text.keys() <= {"format", "verbosity"}:
         raise BodyError("invalid_value", "'text' must be an object with 'format' (and 'verbosity').", "text")
-    schema_constraint(text.get("format"), "text.format")
+    schema_constraint(text.get("format"), "text.format", grammar)
     if text.get("verbosity") not in (None, "medium"):
         raise BodyError("unsupported_value", "'text.verbosity' is not supported (only 'medium').", "text.verbosity")
 
@@ -92,11 +93,11 @@ def chat_tools(body: dict) -> dict:
     return out
 
 
-def check_responses_tools(body: dict) -> None:
+def check_responses_tools(body: dict, grammar: GrammarLimits | None = None) -> None:
     """chat's rules for tools, its errors in the Responses API's words. tool_choice "auto" is refused here
     whatever the template: a Response's output would have to be split into message and call items."""
     try:
-        check_tools(chat_tools(body))
+        check_tools(chat_tools(body), grammar)
         check_auto(chat_tools(body), False)
     except BodyError as e:
         e.param = (e.param or "").replace(".function.", ".")
@@ -147,7 +148,7 @@ def check_metadata(metadata: Any) -> None:
                         "metadata")
 
 
-def check_params(body: Any) -> int | None:
+def check_params(body: Any, grammar: GrammarLimits | None = None) -> int | None:
     """Every rule but the input's; returns max_output_tokens (None: the rest of the context). Raises BodyError."""
     if not isinstance(body, dict):
         raise BodyError("invalid_value", "The request body must be a JSON object.")
@@ -162,9 +163,9 @@ def check_params(body: Any) -> int | None:
         raise BodyError("invalid_value", "'instructions' must be a string.", "instructions")
     check_number(body, "temperature", 0.0, 2.0)
     check_number(body, "top_p", 0.0, 1.0)
-    check_text(body.get("text"))
+    check_text(body.get("text"), grammar)
     check_metadata(body.get("metadata"))
-    check_responses_tools(body)
+    check_responses_tools(body, grammar)
     logprobs_asked(body)
     return check_int(body, "max_output_tokens", 1)
 
@@ -236,7 +237,8 @@ def chat_messages(body: dict) -> list[dict]:
         raise
 
 
-def check_responses(body: Any) -> tuple[list[dict], int | None]:
-    """A whole Responses body: its chat messages and its max_output_tokens. Raises BodyError."""
-    mt = check_params(body)
+def check_responses(body: Any, grammar: GrammarLimits | None = None) -> tuple[list[dict], int | None]:
+    """A whole Responses body: its chat messages and its max_output_tokens (`grammar`: the deployment's limits
+    on output schemas). Raises BodyError."""
+    mt = check_params(body, grammar)
     return chat_messages(body), mt

@@ -8,6 +8,7 @@ validators (blendserve/protocol/requests.py), so each rule's message and
 from __future__ import annotations
 
 from blendserve.protocol.fields import BodyError, check_int, check_logit_bias, check_number
+from blendserve.protocol.grammar_limits import GrammarLimits
 from blendserve.protocol.structured import check_auto, constraint
 
 UNSUPPORTED = {  # parameters we refuse rather than silently ignore
@@ -31,9 +32,11 @@ DESCRIPTIVE = {"user", "metadata", "store", "service_tier", "prompt_cache_key", 
 KNOWN = APPLIED | DESCRIPTIVE | UNSUPPORTED.keys()
 
 
-def check_sampling(body: dict, endpoint: str = "/v1/chat/completions", tool_calls: bool = False) -> None:
+def check_sampling(body: dict, endpoint: str = "/v1/chat/completions", tool_calls: bool = False,
+                   grammar: GrammarLimits | None = None) -> None:
     """The body's sampling parameters, as OpenAI checks them. `tool_calls`: the model's chat template has a
-    tool-call format (ModelInfo.tool_calls), so tool_choice "auto" can be served."""
+    tool-call format (ModelInfo.tool_calls), so tool_choice "auto" can be served; `grammar`: the deployment's
+    limits on output schemas (ModelInfo.grammar)."""
     if body.get("stream"):
         raise BodyError("stream_unsupported", "'stream': true is not allowed in a batch.", "stream")
     unknown = sorted(body.keys() - KNOWN)
@@ -54,7 +57,7 @@ def check_sampling(body: dict, endpoint: str = "/v1/chat/completions", tool_call
     if n is not None and n > MAX_N:
         raise BodyError("invalid_value", f"'n' must be at most {MAX_N}, got {n}.", "n")
     check_logprobs(body, endpoint)
-    constraint(body)
+    constraint(body, grammar)
     check_auto(body, tool_calls)
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not -2**63 <= seed < 2**63):

@@ -77,16 +77,17 @@ def _ordered(s: Any, names: bool = False) -> Any:
     return {k: s[k] if k in _DATA else _ordered(s[k], names=k == "properties") for k in sorted(s)}
 
 
-def bounded(schema: Any, strict: bool, param: str, limits: GrammarLimits) -> Constraint:
+def bounded(schema: Any, strict: bool, param: str, limits: GrammarLimits | None) -> Constraint:
     """The constraint of a checked schema, once it is within the limits and xgrammar converts it: the schema
     in the form engines get (`engine_form`), which the caller's schema accepts every output of."""
+    limits = limits or DEFAULT
     check_limits(schema, param, limits)
     out = Constraint(canonical(engine_form(schema)), strict)
     check_compiles(out.schema, strict, param)
     return out
 
 
-def schema_constraint(fmt: Any, param: str, limits: GrammarLimits = DEFAULT) -> Constraint | None:
+def schema_constraint(fmt: Any, param: str, limits: GrammarLimits | None = None) -> Constraint | None:
     """An OpenAI `response_format` (chat) or `text.format` (Responses): None for text, else its Constraint.
     Accepts both the chat shape (`json_schema: {name, schema, strict}`) and the Responses shape
     (`name`, `schema`, `strict` beside `type`)."""
@@ -116,14 +117,14 @@ def schema_constraint(fmt: Any, param: str, limits: GrammarLimits = DEFAULT) -> 
     return bounded(schema, bool(strict), f"{at}.schema", limits)
 
 
-def check_tools(body: dict, limits: GrammarLimits = DEFAULT) -> tuple[Constraint | None, ToolCall] | None:
+def check_tools(body: dict, limits: GrammarLimits | None = None) -> tuple[Constraint | None, ToolCall] | None:
     """Check `tools` and `tool_choice`; the constraint and the call's shape when a call is forced, else None.
 
     "none" (or no tools): plain text. A named function: its arguments, under its parameters' schema.
     "required": one call of any listed function (a single function is the named case). "auto" (the default
     with tools): no constraint; the template lists the tools and the calls are read out of the text
     (`parse_calls`), where the model's template has that format (`check_auto`)."""
-    tools, choice = body.get("tools"), body.get("tool_choice")
+    tools, choice, limits = body.get("tools"), body.get("tool_choice"), limits or DEFAULT
     if tools in (None, []):
         if choice not in (None, "none"):
             raise BodyError("invalid_value", "'tool_choice' needs 'tools'.", "tool_choice")
@@ -203,7 +204,7 @@ def _rebase(s: Any, name: str) -> Any:
     return out
 
 
-def constraint(body: dict, limits: GrammarLimits = DEFAULT) -> tuple[Constraint | None, ToolCall | None]:
+def constraint(body: dict, limits: GrammarLimits | None = None) -> tuple[Constraint | None, ToolCall | None]:
     """The output's constraint from a chat or completions body: a forced tool call first, else
     `response_format`. Raises BodyError for what the checks above refuse."""
     tools = check_tools(body, limits)

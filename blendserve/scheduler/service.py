@@ -35,6 +35,7 @@ from blendserve.core.storage import FileStore
 from blendserve.migrations.upgrade import upgrade
 from blendserve.protocol.bodies import model_info
 from blendserve.protocol.fields import ModelInfo
+from blendserve.protocol.grammar_limits import with_grammar
 from blendserve.scheduler import intake, lifecycle, outputs, planning, retention, webhooks
 from blendserve.scheduler.backoff import Backoff
 from blendserve.scheduler.fencing import FencedSessions, LostLease
@@ -85,7 +86,7 @@ class Scheduler:
         self.readers = make_sessionmaker(make_engine(settings.db_url, readonly=True))
         self.store = FileStore(settings.files_dir)
         self.policy = policy_for(settings)
-        self._models = {n: model_info(n, p) for n, p in model_paths(settings).items()}
+        self._models = {n: with_grammar(model_info(n, p), settings.grammar) for n, p in model_paths(settings).items()}
         self.leading: bool | None = None
         self.renew_at = 0.0
         self.backoff = Backoff()

@@ -59,6 +59,7 @@ from blendserve.core.db import make_sessionmaker, shared_engine
 from blendserve.core.ids import new_id
 from blendserve.core.models import Worker
 from blendserve.migrations.upgrade import upgrade
+from blendserve.protocol.grammar_limits import with_grammar
 from blendserve.protocol.requests import stored
 from blendserve.worker import writes
 from blendserve.worker.engines.base import Engine, GenRequest, engine_fingerprint, engine_stats
@@ -117,8 +118,8 @@ class WorkerService:
             return None
         port = st.worker_port + rank if st.worker_port else 0
         info, tokenizer = tokenizer_side(self.engine.model_name, model_path)
-        return InteractiveServer(self.lane, info, tokenizer, self.engine.model_name, st.worker_host, port,
-                                 self.fingerprint, st.worker_secret)
+        return InteractiveServer(self.lane, with_grammar(info, st.grammar), tokenizer, self.engine.model_name,
+                                 st.worker_host, port, self.fingerprint, st.worker_secret)
 
     def _url(self) -> str | None:
         if self.interactive is None:

@@ -16,7 +16,7 @@ from blendserve.protocol.fields import BodyError
 from blendserve.protocol.grammar_limits import GrammarLimits
 from blendserve.protocol.structured import constraint
 from blendserve.worker.engines.base import GenRequest, SamplingParams
-from tests.conftest import TINY
+from tests.conftest import SQLITE_ONLY, TINY
 from tests.live import chat_lines, read_lines, run_batch
 
 
@@ -89,6 +89,30 @@ def test_attacks_through_the_service_fail_alone(served) -> None:
     errs = {e["custom_id"]: e["response"]["body"]["error"]["message"] for e in read_lines(c, b.error_file_id)}
     assert "backreference" in errs[rows[1]["custom_id"]]
     assert "BLENDSERVE_GRAMMAR_PATTERN_SIZE" in errs[rows[2]["custom_id"]]
+
+
+@SQLITE_ONLY
+def test_the_deployments_limits_apply_where_requests_are_validated(make_deployment) -> None:
+    """BLENDSERVE_GRAMMAR_* reach the scheduler's batch lines and the worker's calls."""
+    c = make_deployment(BLENDSERVE_GRAMMAR_ENUM_VALUES="5").start_all().client()
+    body = rf(strict({"a": {"enum": list(range(6))}}))
+    rows = chat_lines(2, TINY, max_tokens=4)
+    rows[1]["body"].update(body)
+    b = run_batch(c, rows)
+    assert (b.request_counts.completed, b.request_counts.failed) == (1, 1), b
+    [err] = read_lines(c, b.error_file_id)
+    assert "BLENDSERVE_GRAMMAR_ENUM_VALUES=5" in err["response"]["body"]["error"]["message"]
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            c.chat.completions.create(model=TINY, messages=[{"role": "user", "content": "x"}], max_tokens=4, **body)
+            raise AssertionError("an enum past the deployment's limit was served")
+        except openai.BadRequestError as e:
+            assert "BLENDSERVE_GRAMMAR_ENUM_VALUES=5" in e.body["message"]
+            break
+        except openai.APIStatusError as e:        # 503 until the worker answers calls
+            assert e.status_code == 503 and time.monotonic() < deadline
+            time.sleep(0.2)
 
 
 SLOW = json.dumps(strict({"a": {"type": "string", "pattern": "[\\s\\S]{0,1500}"}}))   # past validation's limit
