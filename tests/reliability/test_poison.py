@@ -1,4 +1,4 @@
-"""A request the engine raises on fails alone, with its own error line; its neighbours, its batch and
+"""A request the engine cannot run fails alone, with its own error line; its neighbours, its batch and
 the batch beside it all finish."""
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ import pytest
 from tests.conftest import TINY
 from tests.live import Deployment, chat_lines, jsonl, pg_schema_url, read_lines, wait_batch
 
-POISON = 100_000    # past the tiny model's real 512-row embedding table: the engine raises on it
+POISON = 100_000    # past the tiny model's real 512-row embedding table: the engine refuses it
 
 
 @pytest.fixture(scope="module")
 def deployment(tiny_model, backend, tmp_path_factory):
     """The tiny model behind a config.json that claims a larger vocabulary than its weights hold (a checkpoint
-    whose config and weights disagree): validation lets POISON through, the engine's lookup raises on it."""
+    whose config and weights disagree): validation lets POISON through; the engine checks a prompt against
+    its own embedding table before the request enters a step shared with others, and refuses it there."""
     path = tmp_path_factory.mktemp("lying") / "model"
     shutil.copytree(tiny_model, path)
     config = json.loads((path / "config.json").read_text())
@@ -47,7 +48,10 @@ def test_poison_request_fails_alone(deployment):
     out, err = read_lines(c, b.output_file_id), read_lines(c, b.error_file_id)
     assert sorted(o["custom_id"] for o in out) == sorted(r["custom_id"] for r in rows if r["custom_id"] != "c-5")
     assert [e["custom_id"] for e in err] == ["c-5"]
-    assert err[0]["error"]["code"] == "server_error" and "3 times" in err[0]["error"]["message"]
+    message = err[0]["error"]["message"]
+    assert err[0]["error"]["code"] == "server_error" and "3 times" not in message
+    assert message == "Token id 100000 at prompt position 2 is outside the model's vocabulary of 512 tokens " \
+                      "(ids 0 to 511)."
     assert b.request_counts.completed == 11 and b.request_counts.failed == 1
 
     h = wait_batch(c, healthy.id, timeout=150)

@@ -6,6 +6,8 @@ the next one read (``Scheduler._admit`` calls ``pull``). So this adapter pulls f
 (``pulls``) instead of answering ``room``; order and the no-read-ahead rule are the scheduler's, as before.
 Interactive requests come from the driver before each step and, between two layers of a step, from the
 feed itself (``cut_in``): their prompt runs then, so their first token waits for one layer, not a step.
+A request whose own work raises (its admission here, its sampling or token callback in the engine's step,
+its result's text) fails alone: its other choices leave the engine and it gets an error result.
 A request whose grammar still compiles waits outside the steps (grammar.py's ``Held``) and joins when it
 is ready, or fails alone when it cannot be.
 """
@@ -18,7 +20,7 @@ from typing import Any, Protocol
 from blendserve.worker.engines.base import GenRequest, GenResult
 from blendserve.worker.engines.cpu.grammar import Held
 from blendserve.worker.engines.cpu.scheduler import Scheduler, Sequence
-from blendserve.worker.engines.driver import Feed
+from blendserve.worker.engines.driver import Feed, add, failure
 
 
 class StepEngine(Protocol):
@@ -31,6 +33,7 @@ class StepEngine(Protocol):
     rush_tokens: int
     cut_in: bool
     results: Any
+    failed: dict[int, Exception]
     _sched: Scheduler | None
 
     def _draft(self, seq: Sequence, most: int) -> list[int]: ...
@@ -106,7 +109,7 @@ class CpuCore:
         done += self.ready
         self.ready = []
         for seq in done:
-            if (result := self.engine.results.of(seq)) is not None:
+            if (result := self._result(seq)) is not None:
                 yield result
 
     def close(self) -> None:
@@ -114,10 +117,27 @@ class CpuCore:
         for seq in [*self.sched.running, *self.sched.waiting]:
             self.sched.finish(seq)
 
+    def _result(self, seq: Sequence) -> GenResult | None:
+        """The finished sequence's request's result (None while other choices run), or its error result
+        where its own work raised: its other choices are dropped then."""
+        error = self.engine.failed.pop(seq.key, None)
+        if error is None:
+            try:
+                return self.engine.results.of(seq)
+            except Exception as e:
+                error = e
+        self.abort([seq.key])
+        self.engine.results.choices.pop(seq.key, None)
+        return failure(seq.key, error, seq.prompt_len)
+
     def _pull(self, feed: Feed) -> Sequence | None:
         """The scheduler has room for one more: the next request of the plan that has something to run."""
         while (request := feed.next()) is not None:
-            seq = self.engine._sequence(request)
+            try:
+                seq = self.engine._sequence(request)
+            except Exception as e:            # refused or raised at admission: it fails alone
+                feed.fail(request, e)
+                continue
             if seq.finish_reason is None and self.held.hold(seq, urgent=False):
                 if len(self.held) >= self.engine.max_running:
                     return None               # no further read-ahead while that many wait for a grammar
@@ -132,6 +152,6 @@ class CpuCore:
         so their first token waits for one layer of the step in flight, not for all of it."""
         self.admitted = []
         for request in feed.urgent():
-            self.add(request, urgent=True)
+            add(self, feed, request, urgent=True)
         if self.admitted and (step := self.sched.cut_in(self.admitted)).chunks:
             self.ready.extend(self.engine._run(self.sched, step))

@@ -30,6 +30,7 @@ from blendserve.core.modelstore import context_length, eos_token_ids, load_token
 from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult, device_profile, fingerprint
 from blendserve.worker.engines.cpu.block_manager import BlockManager
 from blendserve.worker.engines.cpu.core import CpuCore
+from blendserve.worker.engines.cpu.faults import check_ids, sample_each
 from blendserve.worker.engines.cpu.grammar import Grammars
 from blendserve.worker.engines.cpu.id_tokenizer import IdTokenizer
 from blendserve.worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
@@ -52,7 +53,6 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 # Prompt lookup, on by default here, in steps of at most 4 sequences: measured faster on rewrite and chat
 # alike there (BENCHMARKS.md, speculative decoding); vLLM and SGLang stay off unless set.
 DEFAULT_SPEC = SpecConfig("ngram")
-
 
 
 class CpuEngine:
@@ -154,13 +154,13 @@ class CpuEngine:
                  cancel_epoch: Callable[[], int] | None = None) -> Iterator[GenResult]:
         torch.set_num_threads(self.threads)    # in the thread that runs the steps: see worker/engines/threads.py
         self.results.choices.clear()
+        self.failed: dict[int, Exception] = {}     # requests whose own work raised in a step (cpu/faults.py)
         yield from drive(CpuCore(self), requests, cancelled, urgent, cancel_epoch)
 
     def _sequence(self, request: GenRequest) -> Sequence:
         """Choice 0 of the request; choices 1..n-1 wait in its ``forks`` (see ``_release``)."""
         ids = list(request.input_ids)
-        if not ids:
-            raise ValueError(f"request {request.key} has an empty prompt")
+        check_ids(request.key, ids, int(self.model.embed.shape[0]))     # before it can reach a shared step
         p = request.params
         if p.json_schema is not None and self.grammars is None:
             self.grammars = Grammars.of_engine(self, request.key)
@@ -236,10 +236,13 @@ class CpuEngine:
         if self.step_log is not None:
             self.step_log.append(step)
         picked = logits[plain] if drafted else logits
-        tokens = sample(picked, [seq.state[1] for seq in samplers], masks) if samplers else []
+        tokens = sample_each(picked, [seq.state[1] for seq in samplers], masks) if samplers else []
         finished = []
         for seq, token in zip(samplers, tokens):
-            self._append(seq, token)
+            if isinstance(token, Exception):       # this sequence's own sampling: it fails alone
+                self.failed[seq.key], seq.finish_reason = token, "stop"
+            else:
+                self._append(seq, token)
             if seq.finish_reason:
                 sched.finish(seq)
                 finished.append(seq)
@@ -279,7 +282,11 @@ class CpuEngine:
             self._release(seq)
         if request.on_tokens is not None:     # at once, from inside the step: a cut-in's first token waits for nothing
             noted = sampling.logprobs[-1] if sampling.logprobs and token not in self.eos else None
-            stream_tokens(request, [token], seq.choice, [self.names.entry(*noted)] if noted is not None else None)
+            try:
+                stream_tokens(request, [token], seq.choice, [self.names.entry(*noted)] if noted is not None else None)
+            except Exception as e:            # the caller's callback: its request fails alone
+                self.failed[seq.key], seq.finish_reason = e, "stop"
+                return
         if token in self.eos:
             seq.finish_reason = "stop"
             return

@@ -26,27 +26,51 @@ def check_ids(key: int, ids: list[int], vocab: int) -> None:
 
 
 def sample_each(logits: torch.Tensor, states: list[SamplingState], masks: object) -> list[int | Exception]:
-    """`sample` over a step's rows; where it raises, each row again on its own, so a row whose own state
-    raises gets its exception in place of a token and every other row its token.
+    """`sample` over a step's rows, where a row whose own state raises gets its exception in place of a
+    token and every other row its token.
 
-    The rows a state adjusts in place (logit bias, penalties) are kept to be restored before the retry,
-    and logprobs noted before the failure are dropped, so a retried row is sampled from its own logits
-    once. A seeded row that drew before the failure draws again from a generator that moved: its token
-    may differ from a step without the failure (greedy rows never do)."""
-    kept = {row: logits[row].clone() for row, s in enumerate(states) if s.adjusts}
+    Logit bias and penalties are applied here, row by row, before `sample` (which then skips them), so
+    a row is never adjusted twice; where `sample` itself raises, each row is sampled again on its own,
+    its logprobs noted before the failure dropped. A seeded row that drew before the failure draws
+    again from a generator that moved: its token may differ from a step without the failure (greedy
+    rows never do)."""
+    out: list[int | Exception | None] = [None] * len(states)
+    adjusted = [s for s in states if s.adjusts]
+    for row, state in enumerate(states):
+        if state.adjusts:
+            try:
+                state.adjust(logits[row])
+            except Exception as e:
+                out[row] = e
+    for state in adjusted:
+        state.adjusts = False
+    try:
+        rows = [row for row, got in enumerate(out) if got is None]
+        whole = len(rows) == len(states)
+        _sample_rows(logits if whole else logits[rows], [states[r] for r in rows], masks if whole else None,
+                     rows, out)
+    finally:
+        for state in adjusted:
+            state.adjusts = True
+    return out      # type: ignore[return-value]
+
+
+def _sample_rows(logits: torch.Tensor, states: list[SamplingState], masks: object, rows: list[int],
+                 out: list[int | Exception | None]) -> None:
+    """Tokens of `rows` (logits' rows in order) into `out`; one row at a time where the batch raises."""
+    if not rows:
+        return
     noted = [len(s.logprobs) if s.logprobs is not None else 0 for s in states]
     try:
-        return list(sample(logits, states, masks))      # type: ignore[arg-type]
+        for row, token in zip(rows, sample(logits, states, masks)):      # type: ignore[arg-type]
+            out[row] = token
+        return
     except Exception:
         pass
-    out: list[int | Exception] = []
-    for row, state in enumerate(states):
-        if row in kept:
-            logits[row] = kept[row]
+    for i, (row, state) in enumerate(zip(rows, states)):
         if state.logprobs is not None:
-            del state.logprobs[noted[row]:]
+            del state.logprobs[noted[i]:]
         try:
-            out.append(sample(logits[row:row + 1], [state])[0])
+            out[row] = sample(logits[i:i + 1], [state])[0]
         except Exception as e:
-            out.append(e)
-    return out
+            out[row] = e
