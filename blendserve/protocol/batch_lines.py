@@ -1,9 +1,9 @@
-"""A finished request as the line its batch's output or error file holds, for reading results while a batch runs.
+"""A finished request as the line its batch's output or error file holds.
 
-GET /v1/batches/{id}/output (blendserve/api/routes/outputs.py) serves each finished request as exactly the
-line finalization writes for it (blendserve/scheduler/lifecycle.py): a completed one as its output-file
-line, any other as its error-file line; only the random `id` and `request_id` differ, as they would
-between two writes of the file. tests/test_partial_results.py holds the two equal, line for line.
+Finalization (blendserve/scheduler/lifecycle.py) writes the output and error files with `line`, and
+GET /v1/batches/{id}/output (blendserve/api/routes/outputs.py) serves a running batch's finished requests
+with it: a completed one as its output-file line, any other as its error-file line. Only the random `id`
+and `request_id` differ between two writes of the same request.
 
 Lines are pure ASCII (json.dumps' default), as in the files: model text may hold U+2028, U+0085 and the
 like, which str.splitlines() and many JSONL readers treat as line breaks.

@@ -14,7 +14,6 @@ with backoff, while every other batch goes on.
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 
@@ -27,6 +26,7 @@ from blendserve.core.jobs import UNFINISHED
 from blendserve.core.models import Batch, File, Request
 from blendserve.core.storage import FileStore
 from blendserve.core.webhook_settings import WebhookSettings
+from blendserve.protocol import batch_lines
 from blendserve.scheduler.backoff import Backoff
 from blendserve.scheduler.fencing import LostLease
 
@@ -131,20 +131,18 @@ def _finish(sessions: sessionmaker[Session], store: FileStore, batch_id: str, st
         if b is None or b.status != from_status:
             return
         owner, endpoint = b.owner, b.endpoint
-    # Lines are pure ASCII (json.dumps' default): model text may hold U+2028, U+0085 and the like,
-    # which str.splitlines() and many JSONL readers treat as line breaks.
+    # Each line as blendserve/protocol/batch_lines.py builds it: the same line a reader of a running batch got.
     out_id, err_id = new_id("file-"), new_id("file-")
     out, err = store.open_writer(out_id), store.open_writer(err_id)
     n_out = n_err = 0
     with out, err:
         for r in _rows(sessions, batch_id):
-            head = b'{"id": "%s", "custom_id": %s, ' % (new_id("batch_req_").encode(), _ascii_json(r.custom_id))
+            text = batch_lines.line(r.custom_id, r.status, r.response, r.error)
             if r.status == "completed":
-                out.write(head + b'"response": {"status_code": 200, "request_id": "%s", "body": %s}, "error": null}\n'
-                          % (new_id("req_").encode(), _ascii_text(r.response)))
+                out.write(text)
                 n_out += 1
             else:
-                err.write(head + _failure(r.error) + b"}\n")
+                err.write(text)
                 n_err += 1
         now = int(time.time())
         files = []
@@ -171,40 +169,6 @@ def _finish(sessions: sessionmaker[Session], store: FileStore, batch_id: str, st
                 store.delete(f.id)
             raise
     log.info("batch %s %s: %d output line(s), %d error line(s) (%s)", batch_id, status, n_out, n_err, endpoint)
-
-
-# Failures with no HTTP answer: the batch ended first, or the service failed. Every other failure is the
-# request's own (its body, its prompt's length, its model), which OpenAI writes as the endpoint's 4xx answer.
-_BATCH_LEVEL = {"batch_expired", "batch_cancelled", "server_error", "file_not_found"}
-_STATUS = {"model_not_found": 404}
-
-
-def _failure(stored: str | None) -> bytes:
-    """An error line's `response` and `error`: request-level failures as OpenAI writes them (`response` with
-    its status code and `body.error`, `error` null), the rest in `error` with no response."""
-    err = json.loads(stored) if stored else {}
-    code = err.get("code")
-    if not code or code in _BATCH_LEVEL:
-        return b'"response": null, "error": %s' % _ascii_text(stored)
-    body = {"error": {"message": err.get("message", ""), "type": "invalid_request_error",
-                      "param": err.get("param"), "code": code}}
-    return b'"response": {"status_code": %d, "request_id": "%s", "body": %s}, "error": null' % (
-        _STATUS.get(code, 400), new_id("req_").encode(), json.dumps(body).encode())
-
-
-def _ascii_json(value) -> bytes:
-    return json.dumps(value).encode()
-
-
-def _ascii_text(stored: str | None) -> bytes:
-    """A JSON column's stored text, spliced into the line as it is: parsing and re-dumping a million
-    response bodies was most of finalization's time. Text that is not pure ASCII (a writer that kept
-    non-ASCII characters) or not one line goes through json.dumps."""
-    if stored is None:
-        return b"null"
-    if stored.isascii() and "\n" not in stored and "\r" not in stored:
-        return stored.encode()
-    return json.dumps(json.loads(stored)).encode()
 
 
 def _rows(sessions: sessionmaker[Session], batch_id: str):
