@@ -14,7 +14,7 @@ from sqlalchemy import func, select, update
 from blendserve.core.models import File
 from blendserve.core.uploads import StorageHold, Upload, UploadPart
 from tests.api.conftest import in_process_api
-from tests.conftest import TINY
+from tests.conftest import SQLITE_ONLY, TINY
 from tests.live import chat_lines, jsonl, pg_schema_url, wait_batch
 
 
@@ -157,3 +157,31 @@ def test_limits_and_expiry(api_at):
         assert stored_parts(api) == []
         with api.state.sessions() as s:
             assert s.get(Upload, up.id).status == "expired" and s.get(StorageHold, p.id) is None
+
+
+def peak_rss_mb(pid: int) -> int:
+    """The process's peak resident set (VmHWM) so far, in MB."""
+    line = next(x for x in open(f"/proc/{pid}/status") if x.startswith("VmHWM:"))
+    return int(line.split()[1]) // 1024
+
+
+@SQLITE_ONLY
+def test_memory_stays_flat_on_a_large_upload(make_deployment, tmp_path):
+    """256 MB in the SDK's 64 MB parts, with its md5: the API process's peak RSS grows by less than half a
+    part (a part or the file held in memory anywhere on the way would show as 64 MB or 256 MB)."""
+    d = make_deployment()
+    d.start("api")
+    d.wait_ready()
+    c = d.client()
+    c.files.list()
+    src, digest = tmp_path / "big.jsonl", hashlib.md5()
+    with open(src, "wb") as f:
+        block = (b'{"custom_id": "r", "body": {}}\n' * 40000)[: 1 << 20]
+        for _ in range(256):
+            f.write(block)
+            digest.update(block)
+    before = peak_rss_mb(d.procs["api"].pid)
+    up = c.uploads.upload_file_chunked(file=src, mime_type="application/jsonl", purpose="batch",
+                                       md5=digest.hexdigest())
+    assert up.status == "completed" and up.file.bytes == 256 << 20
+    assert peak_rss_mb(d.procs["api"].pid) - before < 32
