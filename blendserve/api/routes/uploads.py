@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 
 async def _sweeper(st) -> None:
+    """End expired uploads and delete their parts: their bytes would otherwise stay on disk for good."""
     while True:
         try:
             await run_in_threadpool(ups.sweep_expired, st.sessions, st.store)
