@@ -19,12 +19,17 @@ import dataclasses
 import functools
 import json
 import re
-import re._constants as sre_c  # Python's own regex parse tree: the dialect jsonschema checks `pattern` with
-import re._parser as sre_parse
 from dataclasses import dataclass, fields
 from typing import Any
 
 from blendserve.protocol.fields import BodyError
+
+try:        # Python's own regex parse tree: the dialect jsonschema checks `pattern` with (3.11+; 3.10's names)
+    import re._constants as sre_c
+    import re._parser as sre_parse
+except ImportError:
+    import sre_constants as sre_c  # type: ignore[no-redef]
+    import sre_parse  # type: ignore[no-redef]
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ backend) turns into grammar, less those vLLM's xgrammar backend refuses: OpenAI'
 minLength, maxLength, minProperties, prefixItems, a schema as additionalProperties, and the formats below.
 xgrammar reads some keywords in an order that drops others, so those combinations are refused too: a
 string's `pattern` or `format` beside `minLength`/`maxLength` (the pattern wins and the length is lost),
-`format` beside `pattern`, anything but annotations beside `$ref` or `anyOf`, and an `enum` or `const` value
-the rest of its schema does not accept (the value is generated as given).
+`format` beside `pattern`, anything but annotations beside `$ref` or `anyOf`, anything but annotations and
+`type` beside `enum` or `const`, and a value of another type (the values are generated as given).
 
 xgrammar writes a string bounded by minLength/maxLength with a character class that lets raw control
 characters (a tab, U+0001) into the output, which is then no JSON at all; its `pattern` strings do not. So
@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import re
 from typing import Any
-
-import jsonschema
 
 from blendserve.protocol.fields import BodyError
 
@@ -171,13 +169,25 @@ def _check_combined(s: dict, param: str, where: str, defs: dict) -> None:
                 raise _fail(param, where, f"'{extra[0]}' beside '{key}' is not enforced; move it into the "
                             f"{'definition' if key == '$ref' else 'branches'}.")
     values = s["enum"] if isinstance(s.get("enum"), list) else [s["const"]] if "const" in s else []
-    rest = {k: v for k, v in s.items() if k not in ("enum", "const") and k not in ANNOTATIONS}
-    if values and rest:
-        check = jsonschema.Draft202012Validator({**rest, **defs})
+    if values:
+        extra = sorted(set(s) - ANNOTATIONS - {"enum", "const", "type", *DEFS})
+        if extra:
+            raise _fail(param, where, f"'{extra[0]}' beside '{'enum' if 'enum' in s else 'const'}' is not enforced "
+                        "(the values are generated as given).")
+        types = s.get("type")
         for v in values:
-            if not check.is_valid(v):
-                raise _fail(param, where, f"the value {v!r} of 'enum'/'const' does not match the rest of its "
-                            "schema, and would be generated as given.")
+            if types is not None and not any(_is(v, t) for t in (types if isinstance(types, list) else [types])):
+                raise _fail(param, where, f"the value {v!r} of 'enum'/'const' is not of its 'type' {types!r}, "
+                            "and would be generated as given.")
+
+
+def _is(value: Any, json_type: str) -> bool:
+    """`value` (parsed JSON) is of the JSON schema type `json_type`."""
+    if json_type in ("integer", "number"):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return number and (json_type == "number" or float(value).is_integer())
+    return isinstance(value, {"string": str, "boolean": bool, "null": type(None), "array": list,
+                              "object": dict}[json_type])
 
 
 def _check_object(s: dict, strict: bool, param: str, where: str) -> None:

@@ -97,7 +97,8 @@ def test_a_keyword_no_engine_enforces_is_refused_by_name(schema, keyword) -> Non
     ({"type": "string", "format": "date", "pattern": "^2"}, ["pattern", "format"]),
     ({"type": "string", "anyOf": [{"maxLength": 2}]}, ["type", "anyOf"]),
     ({"$ref": "#/$defs/s", "maxLength": 2}, ["maxLength", "$ref"]),
-    ({"type": "string", "enum": ["a", 1]}, ["enum"]),
+    ({"type": "string", "enum": ["a", 1]}, ["enum", "type"]),
+    ({"enum": ["a", "bcd"], "maxLength": 2}, ["maxLength", "enum"]),
     ({"type": "string", "minLength": 4, "maxLength": 2}, ["'minLength' 4", "'maxLength' 2"]),
     ({"type": "integer", "minimum": 5, "maximum": 2}, ["minimum"]),      # xgrammar's own words
 ])
