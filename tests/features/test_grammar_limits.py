@@ -159,3 +159,18 @@ def test_a_compile_past_its_budget_or_refused_fails_alone(budget_engine) -> None
     assert out[1][0] < 3.0                                     # failed at its budget, not when the compile ends
     assert out[2][1].refused and "Backreference" in out[2][1].error
     assert out[3][1].error is None and json.loads(out[3][1].text)["a"].isalpha()
+
+
+def test_compiled_grammars_are_kept_for_the_most_recent_schemas(tiny_engine, monkeypatch) -> None:
+    """Many distinct schemas (each within the limits) do not keep every grammar ever compiled."""
+    from blendserve.worker.engines.cpu import grammar
+
+    monkeypatch.setattr(grammar, "CACHED", 3)
+    g = grammar.Grammars.of_engine(tiny_engine, 0)
+    schemas = [json.dumps(strict({f"k{i}": {"type": "integer"}})) for i in range(6)]
+    first = g.get(schemas[0], True)
+    for s in schemas[1:]:
+        g.get(s, True).result(timeout=30)
+        g.get(schemas[0], True)                       # used again: kept, and compiled once
+    assert len(g.cache) <= 4 and g.get(schemas[0], True) is first
+    assert g.get(schemas[1], True) is not None and len(g.started) == len(g.cache)

@@ -42,6 +42,8 @@ from blendserve.worker.engines.cpu.id_tokenizer import IdTokenizer
 from blendserve.worker.engines.cpu.native import token_mask
 from blendserve.worker.engines.driver import Refused, failure
 
+CACHED = 256        # compiled grammars kept per engine; a sequence holds its own grammar while it runs
+
 
 class Grammars:
     """Compiled grammars of one tokenizer, cached by schema hash; compiles run in a pool of threads."""
@@ -53,11 +55,12 @@ class Grammars:
         self.xgr = xgr
         self.vocab_size = vocab_size
         self.info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_ids)
-        self.compiler = xgr.GrammarCompiler(self.info, max_threads=1)
+        # Our own cache (below) keeps grammars by schema; xgrammar's would keep every one ever compiled.
+        self.compiler = xgr.GrammarCompiler(self.info, max_threads=1, cache_enabled=False)
         # Apart from the mask thread: a long compile must never hold up the masks a step is waiting for.
         self.compiles = ThreadPoolExecutor(threads, thread_name_prefix="grammar-compile")
         self.timeout_s = timeout_s
-        self.started: dict[int, float] = {}          # id of a compile's future -> when it was submitted
+        self.started: dict[Future, float] = {}       # a compile's future -> when it was submitted
         self.masks = ThreadPoolExecutor(1, thread_name_prefix="grammar-mask")
         self.cache: dict[str, Future] = {}
         self.lock = threading.Lock()
@@ -87,7 +90,13 @@ class Grammars:
             if fut is None:
                 fut = self.cache[key] = self.compiles.submit(self.compiler.compile_json_schema, schema,
                                                              any_whitespace=False, strict_mode=strict)
-                self.started[id(fut)] = time.monotonic()
+                self.started[fut] = time.monotonic()
+                if len(self.cache) > CACHED:           # many distinct schemas: the oldest compiled ones go
+                    old = next((k for k, f in self.cache.items() if f.done()), None)
+                    if old is not None:
+                        self.started.pop(self.cache.pop(old), None)
+            else:                                      # most recently used last
+                self.cache[key] = self.cache.pop(key)
         return fut
 
     def failed(self, fut: Future) -> str | None:
@@ -96,7 +105,7 @@ class Grammars:
         if fut.done():
             error = fut.exception()
             return None if error is None else f"the grammar engine could not compile the schema: {reason(error)}"
-        if time.monotonic() - self.started.get(id(fut), time.monotonic()) > self.timeout_s:
+        if time.monotonic() - self.started.get(fut, time.monotonic()) > self.timeout_s:
             return (f"the schema's grammar did not compile within {self.timeout_s:g} s (the limit "
                     "BLENDSERVE_GRAMMAR_COMPILE_TIMEOUT_S)")
         return None
