@@ -212,7 +212,8 @@ def test_a_batch_line_nested_5000_deep_is_its_own_error(tiny_model):
 
 def test_the_worker_port_bounds_its_threads():
     """The worker's interactive server runs one thread per connection up to its bound; one more is answered
-    503 at once (the API then tries another worker), and a freed thread takes the next connection."""
+    503 at once (the API then tries another worker), a freed thread takes the next connection, and a head
+    that does not arrive in time gives its thread back."""
     gate = threading.Event()
 
     class Held(BaseHTTPRequestHandler):
@@ -225,7 +226,7 @@ def test_the_worker_port_bounds_its_threads():
         def log_message(self, *args) -> None:
             pass
 
-    server = BoundedHTTPServer(("127.0.0.1", 0), Held, max_connections=3)
+    server = BoundedHTTPServer(("127.0.0.1", 0), Held, max_connections=3, head_timeout_s=1.0)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/"
     try:
@@ -241,6 +242,11 @@ def test_the_worker_port_bounds_its_threads():
         for h in holders:
             h.join()
         assert httpx.get(url, timeout=5).status_code == 200
+        with socket.create_connection(("127.0.0.1", server.server_address[1])) as silent:
+            silent.sendall(b"GET / HTTP/1.1\r\n")            # and no more: its thread is given back
+            t0 = time.monotonic()
+            assert select.select([silent], [], [], 10)[0] and silent.recv(100) == b""
+            assert time.monotonic() - t0 < 3
     finally:
         gate.set()
         server.shutdown()
