@@ -34,6 +34,7 @@ from blendserve.protocol.fields import (
     token_id_error,
     token_ids_rule,
 )
+from blendserve.protocol.grammar_limits import PASSED
 from blendserve.protocol.sampling import SamplingParams
 from blendserve.protocol.sampling_rules import check_sampling
 from blendserve.protocol.structured import Constraint, ToolCall
@@ -62,9 +63,10 @@ class Sampling(RequestBody):
 
     @functools.cached_property
     def constraint(self) -> tuple[Constraint | None, ToolCall | None]:
-        """The output's constraint and the tool call (blendserve/protocol/structured.py's reading)."""
+        """The output's constraint and the tool call (blendserve/protocol/structured.py's reading). The body met
+        the deployment's grammar limits at its door (`check`): read again here, its schema is not held to them."""
         return structured.constraint({"tools": self.tools, "tool_choice": self.tool_choice,
-                           "response_format": self.response_format})
+                           "response_format": self.response_format}, PASSED)
 
     def sampling_params(self, max_tokens: int) -> SamplingParams:
         schema = self.constraint[0]

@@ -174,3 +174,23 @@ def test_compiled_grammars_are_kept_for_the_most_recent_schemas(tiny_engine, mon
         g.get(schemas[0], True)                       # used again: kept, and compiled once
     assert len(g.cache) <= 4 and g.get(schemas[0], True) is first
     assert g.get(schemas[1], True) is not None and len(g.started) == len(g.cache)
+
+
+def test_a_body_within_raised_limits_keeps_its_constraint_when_read_again() -> None:
+    """Limits raised by the deployment hold at the door and after it: the typed body's constraint (read for the
+    engine, and again from a stored row) is not held to the defaults."""
+    from dataclasses import replace
+
+    from blendserve.protocol.fields import ModelInfo
+    from blendserve.protocol.requests import ChatCompletionRequest
+
+    info = ModelInfo("m", 4096, lambda m, tools=None: "", lambda t: [[1]] * len(t), lambda t: [[1]] * len(t),
+                     grammar=GrammarLimits.of(GrammarSettings(enum_values=3000)))
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}],
+            **rf(strict({"a": {"enum": list(range(2000))}}))}
+    req = ChatCompletionRequest.parse(body, info)
+    assert json.loads(req.sampling_params(8).json_schema)["properties"]["a"]["enum"][-1] == 1999
+    stored = ChatCompletionRequest.stored(req.params())
+    assert stored.sampling_params(8).json_schema == req.sampling_params(8).json_schema
+    with pytest.raises(BodyError, match="BLENDSERVE_GRAMMAR_ENUM_VALUES=1000"):
+        ChatCompletionRequest.parse(body, replace(info, grammar=None))
