@@ -91,8 +91,24 @@ def _size(items: Any) -> int:
         elif op in _LOOKAROUND or op in (sre_c.GROUPREF, sre_c.GROUPREF_EXISTS):
             raise ValueError("lookarounds and backreferences are not enforced")
         else:
+            _plain(op, av)
             total += 1
     return total
+
+
+def _plain(op: Any, av: Any) -> None:
+    """Refuse a literal or a character class that names '"', '\\' or a control character: xgrammar writes what
+    a pattern matches into the JSON string unescaped, so the output would be no JSON (a negated class, '.' and
+    '\\s' leave them out)."""
+    items = [(op, av)] if op is sre_c.LITERAL else av if op is sre_c.IN else []
+    if items and items[0][0] is sre_c.NEGATE:
+        return
+    for kind, value in items:
+        low, high = (value, value) if kind is sre_c.LITERAL else value if kind is sre_c.RANGE else (-1, -1)
+        if 0 <= low < 0x20 or low <= 0x22 <= high or low <= 0x5C <= high:
+            raise ValueError("it matches '\"', '\\' or a control character, which JSON strings hold only "
+                             "escaped and the grammar engines write unescaped; leave them out (printable ASCII: "
+                             "[ !#-\\[\\]-~])")
 
 
 def check_limits(schema: Any, param: str, limits: GrammarLimits = DEFAULT) -> None:

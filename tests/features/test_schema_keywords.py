@@ -109,6 +109,15 @@ def test_a_combination_one_keyword_would_drop_is_refused_naming_both(sub, named)
     assert all(n in e.value.message for n in named), e.value.message
 
 
+@pytest.mark.parametrize("pattern", ['^a"b$', "^[ -~]{1,8}$", "^a\\\\b$", "^\\t$"])
+def test_a_pattern_matching_what_json_escapes_is_refused(pattern) -> None:
+    """xgrammar writes a pattern's '"', '\\' and control characters into the output unescaped: no JSON."""
+    with pytest.raises(BodyError, match="control character"):
+        schema_constraint(fmt(strict({"a": {"type": "string", "pattern": pattern}})), "response_format")
+    printable = "^[ !#-\\[\\]-~]{1,8}$"           # the same without them: accepted
+    assert schema_constraint(fmt(strict({"a": {"type": "string", "pattern": printable}})), "rf") is not None
+
+
 def test_pydantic_shapes_stay_accepted() -> None:
     """What the openai SDK's `parse` sends for a pydantic model: enums with a type, nullable anyOf with a title
     and a default beside it."""
