@@ -4,9 +4,9 @@ What only this engine knows stays here: the window (prompt + max_tokens in fligh
 KV capacities, at most `max_in_flight` batch requests), the requests a lost server handed back (sent
 again first, in plan order, once `/health` answers), the health probes, and the hand-back of a failure
 that may be a request's own (a 500: nothing new is sent, the rest finish, then the stream raises so the
-worker counts an attempt for that request alone). See engine.py for why each holds. An exception of the
-worker's own work on one request (its caller's token callback, reading its answer) fails that request
-alone at once (docs/design.md §12.1): it says nothing about the server.
+worker counts an attempt for that request alone). See engine.py for why each holds. A request whose
+caller's token callback raised fails alone at once (docs/design.md §12.1): it says nothing about the
+server, so it is neither held for a lost server nor counted as a 500.
 """
 from __future__ import annotations
 
@@ -198,7 +198,7 @@ class ServerCore:
                 e._up, e._backoff = False, FIRST_PROBE_S
                 e._probe_at = time.monotonic() + FIRST_PROBE_S
             return None
-        if not isinstance(error, Rejected):         # the worker's own work on this request raised
+        if isinstance(error, OwnFailure):           # its caller's callback raised: nothing about the server
             self.streamed.pop(key, None)
             log.warning("request %d failed alone: %r", key, error)
             return failure(key, error, len(f.request.input_ids))
