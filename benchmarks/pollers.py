@@ -45,13 +45,15 @@ class Pollers:
     rate: float
     max_polls: int
     connections: int = 32
+    key: str = ""                  # sent as a bearer token when set
     latencies_ms: list[float] = field(default_factory=list)
     errors: int = 0
     stop: threading.Event = field(default_factory=threading.Event)
 
     async def _conn(self, due: asyncio.Queue) -> None:
         reader, writer = await asyncio.open_connection(self.host, self.port)
-        request = f"GET {self.path} HTTP/1.1\r\nHost: {self.host}\r\n\r\n".encode()
+        auth = f"Authorization: Bearer {self.key}\r\n" if self.key else ""
+        request = f"GET {self.path} HTTP/1.1\r\nHost: {self.host}\r\n{auth}\r\n".encode()
         try:
             while (t_due := await due.get()) is not None:
                 writer.write(request)
