@@ -194,3 +194,19 @@ def test_a_body_within_raised_limits_keeps_its_constraint_when_read_again() -> N
     assert stored.sampling_params(8).json_schema == req.sampling_params(8).json_schema
     with pytest.raises(BodyError, match="BLENDSERVE_GRAMMAR_ENUM_VALUES=1000"):
         ChatCompletionRequest.parse(body, replace(info, grammar=None))
+
+
+def test_an_interactive_request_waits_for_its_grammar_outside_the_steps(tiny_engine) -> None:
+    """Interactive requests (the driver's urgent ones) are held the same way: the quick one beside the slow
+    compile finishes first, and the slow one then runs under its grammar."""
+    calls = [[GenRequest(7, [5, 6, 7], SamplingParams(max_tokens=24, json_schema=SLOW.replace("1500", "1502"),
+                                                      strict_schema=True)),
+              GenRequest(8, [5, 6, 8], SamplingParams(max_tokens=24, json_schema=QUICK, strict_schema=True))]]
+    out = {}
+    start = time.monotonic()
+    for r in tiny_engine.generate([GenRequest(1, [5, 6, 9], SamplingParams(max_tokens=4))],
+                                  urgent=lambda: calls.pop() if calls else []):
+        out[r.key] = (time.monotonic() - start, r)
+    assert set(out) == {1, 7, 8} and all(r.error is None for _, r in out.values()), out
+    assert out[8][0] < out[7][0] / 2 and out[1][0] < out[7][0] / 2, out   # long before the compile ends
+    assert out[7][1].text.startswith('{"a": "')
