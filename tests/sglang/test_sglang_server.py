@@ -14,7 +14,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from blendserve.core.engine_settings import SMOLLM2, ServerEngineSettings
+from blendserve.core.config import SMOLLM2
+from blendserve.core.engine_settings import ServerEngineSettings
 from blendserve.core.modelstore import load_tokenizer
 from blendserve.worker.engines.base import GenRequest, GenResult, SamplingParams
 from blendserve.worker.engines.logprobs import TokenNames

@@ -24,14 +24,16 @@ Shaped after vLLM V1's scheduler (there is no separate prefill or decode phase):
 * Urgent (interactive) sequences (``admit_urgent``) skip the line: they join
   the running set at once, past the running cap, ahead of every batch
   sequence, so they get the step's budget first and are never the ones
-  preempted while a batch sequence is left. While one of them still
-  prefills, the step runs interactive work alone (no batch decode, prefill
-  or admission): its time is the interactive request's time to first token,
-  after the step in flight. While interactive work is about, the engine also caps
-  what a step carries of batch work (``batch_cap`` tokens, oldest sequences
-  first): the others keep their blocks and wait. An urgent sequence that
-  arrives while a step runs does not wait for it: the engine runs its prompt
-  between two layers of that step (``cut_in``).
+  preempted while a batch sequence is left, shortest remaining prompt first.
+  The step that finishes one's prefill runs interactive work alone (no batch
+  decode, prefill or admission): its time is the interactive request's time
+  to first token, after the step in flight; at most RUSH_STEPS such steps
+  run in a row, so a stream of interactive prompts slows batch work, never
+  stops it. While interactive work is about, the engine also caps what a
+  step carries of batch work (``batch_cap`` tokens, oldest sequences first):
+  the others keep their blocks and wait. An urgent sequence that arrives
+  while a step runs does not wait for it: the engine runs its prompt between
+  two layers of that step (``cut_in``).
 * With speculative decoding (``speculative.py``), in steps of few sequences
   (``draft_max_running``), a decoding sequence's chunk
   grows by a draft after every running sequence has its own chunk, from what
@@ -50,6 +52,7 @@ from blendserve.worker.engines.cpu.sequence import ScheduledChunk, Sequence, Ste
 
 class Scheduler:
     WATERMARK = 0.01   # share of blocks a new admission leaves free, so running decodes rarely preempt at once
+    RUSH_STEPS = 2     # steps in a row that may shut batch work out for interactive prefills
 
     def __init__(self, blocks: BlockManager, max_running: int, step_tokens: int,
                  drafter: Callable[[Sequence, int], list[int]] | None = None, draft_max_running: int = 0) -> None:
@@ -63,6 +66,7 @@ class Scheduler:
         self.running: list[Sequence] = []
         self.waiting: deque[Sequence] = deque()   # preempted ones first, then at most one pulled
         self.batch_cap: int | None = None         # batch tokens a step may carry; None: the budget
+        self.rushed = 0                           # steps in a row that carried no batch work (RUSH_STEPS)
         self.preemptions = 0
 
     def has_work(self) -> bool:
@@ -99,16 +103,35 @@ class Scheduler:
         budget = self.step_tokens
         step = Step([])
         scheduled: list[ScheduledChunk] = []
-        # Batch work this step: none while an interactive prompt prefills (a CPU step's time grows
-        # with every token in it, and that step is the interactive request's time to first token), at
-        # most ``batch_cap`` tokens while interactive work is about (set by the engine), else the budget.
-        rushing = any(s.urgent and s.computed < s.prompt_len for s in self.running)
+        # Interactive prompts shortest rest first: a short chat's prefill never queues behind another
+        # caller's long prompt (one tenant's 7,000-token prompts would otherwise delay every other chat).
+        urgent = sum(s.urgent for s in self.running)
+        self.running[:urgent] = sorted(self.running[:urgent], key=lambda s: max(s.prompt_len - s.computed, 0))
+        # Batch work this step: none while an interactive prompt finishes its prefill in it (a CPU step's
+        # time grows with every token in it, and that step is the request's time to first token), at most
+        # ``batch_cap`` tokens while interactive work is about (set by the engine), else the budget. Batch
+        # work is never shut out for long: not by a long prompt's earlier chunks (its first token is steps
+        # away whatever the step carries), nor for more than RUSH_STEPS steps in a row.
+        rushing = self.rushed < self.RUSH_STEPS and any(
+            s.urgent and 0 < s.prompt_len - s.computed <= budget for s in self.running)
+        self.rushed = self.rushed + 1 if rushing else 0
         batch_left = 0 if rushing else budget if self.batch_cap is None else self.batch_cap
+        # Outside those steps interactive prefill leaves batch work its share of the step (half at most):
+        # a long prompt's chunks would otherwise take every token of every step until it is done.
+        batch_about = self.waiting or len(self.running) > urgent
+        urgent_left = budget - (min(batch_left, budget // 2) if batch_about else 0)
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
             n = min(len(seq.tokens) - seq.computed, budget)
-            if not seq.urgent:
+            if seq.urgent:
+                if seq.computed < seq.prompt_len:             # a prefill chunk, within the interactive share
+                    if urgent_left <= 0:
+                        i += 1
+                        continue
+                    n = min(n, urgent_left)
+                urgent_left -= n                              # a decode's token always runs
+            else:
                 if batch_left <= 0:
                     i += 1                                    # batch work waits for interactive work
                     continue
