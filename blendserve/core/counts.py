@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from functools import cache
 
-from sqlalchemy import func, select
+import orjson
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from blendserve.core.models import BatchCount
@@ -41,15 +43,32 @@ def add_by_writer(session: Session, finished: dict[str, Iterable[tuple[str, str,
     if not rows:
         return
     rows.sort(key=lambda r: (r["batch_id"], r["writer"]))     # one lock order for every writer
-    dialect = session.get_bind().dialect.name
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(_UPSERT_PG, {"rows": orjson.dumps(rows).decode()})
     else:
-        from sqlalchemy.dialects.sqlite import insert
-    stmt = insert(BatchCount)
-    session.execute(stmt.on_conflict_do_update(
-        index_elements=["batch_id", "writer"],
-        set_={f: getattr(BatchCount, f) + getattr(stmt.excluded, f) for f in FIELDS}), rows)
+        session.connection().execute(_upsert_sqlite(), rows)
+
+
+# PostgreSQL: every row in one statement over one JSON document (json_to_recordset yields the rows in the
+# document's order, so the lock order above holds). Building the ON CONFLICT statement per call, and
+# psycopg's pipelined executemany of its rows, were a quarter of a worker's result-writer CPU.
+_UPSERT_PG = text(f"""
+INSERT INTO batch_counts AS c (batch_id, writer, {", ".join(FIELDS)})
+SELECT batch_id, writer, {", ".join(FIELDS)}
+FROM json_to_recordset(CAST(:rows AS json))
+     AS v(batch_id text, writer text, {", ".join(f"{f} bigint" for f in FIELDS)})
+ON CONFLICT (batch_id, writer) DO UPDATE SET {", ".join(f"{f} = c.{f} + excluded.{f}" for f in FIELDS)}""")
+
+
+@cache
+def _upsert_sqlite():
+    """The SQLite upsert, built once (its expression and cache key are not rebuilt per call)."""
+    from sqlalchemy.dialects.sqlite import insert
+
+    table = BatchCount.__table__
+    stmt = insert(table)
+    return stmt.on_conflict_do_update(index_elements=["batch_id", "writer"],
+                                      set_={f: table.c[f] + stmt.excluded[f] for f in FIELDS})
 
 
 def totals(batch_ids: list[str]):
