@@ -38,7 +38,7 @@ from typing import Any
 from blendserve.core.engine_settings import VLLM_CPU_DEFAULTS, SpeculativeSettings, VllmSettings
 from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult, TokenLogprob, device_profile
 from blendserve.worker.engines.device import default_dtype, on_gpu
-from blendserve.worker.engines.driver import CoreDefaults, Feed, Tokens, drive
+from blendserve.worker.engines.driver import CoreDefaults, Feed, Tokens, drive, failure
 from blendserve.worker.engines.logprobs import TokenNames
 from blendserve.worker.engines.speculative import SpecConfig
 from blendserve.worker.engines.vllm_args import nucleus
@@ -145,16 +145,21 @@ class _VllmCore(CoreDefaults):
         return bool(self.running)
 
     def step(self, feed: Feed) -> Iterator[GenResult | Tokens]:
+        """What vLLM's step produced; a request whose own deltas or result raise fails alone (design §12.1)."""
         for out in self.engine._engine.step():
             request = self.running.get(out.request_id)
             if request is None:
                 continue
-            if out.request_id in self.sent:
-                yield from self.engine._deltas(request, out, self.sent[out.request_id])
-            if out.finished:
-                del self.running[out.request_id]
-                self.sent.pop(out.request_id, None)
-                yield self.engine._result(request, out)
+            try:
+                if out.request_id in self.sent:
+                    yield from self.engine._deltas(request, out, self.sent[out.request_id])
+                if out.finished:
+                    del self.running[out.request_id]
+                    self.sent.pop(out.request_id, None)
+                    yield self.engine._result(request, out)
+            except Exception as e:
+                self.abort([request.key])
+                yield failure(request.key, e, len(request.input_ids))
 
     def close(self) -> None:
         if self.running and self.engine._engine is not None:
