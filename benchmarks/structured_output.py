@@ -34,10 +34,10 @@ from benchmarks.harness import tree_cpu_s
 from blendserve.core.engine_settings import CpuEngineSettings, VllmSettings
 from blendserve.core.modelstore import ensure_checkpoint, load_tokenizer, smollm2_gguf_path
 from blendserve.protocol.bodies import model_info, tokenize
+from blendserve.protocol.requests import sampling_params
 from blendserve.worker.engines.base import Engine, GenRequest
 from blendserve.worker.engines.cpu import CpuEngine
 from blendserve.worker.engines.speculative import SpecConfig
-from blendserve.worker.responses import sampling_params
 
 LABEL = {"type": "object", "additionalProperties": False, "required": ["sentiment", "confident"],
          "properties": {"sentiment": {"enum": ["positive", "negative", "neutral"]}, "confident": {"type": "boolean"}}}

@@ -114,8 +114,8 @@ def sampled_lengths(w, bodies: list[dict], model_path: Path, name: str, count: i
     one made with ``cpu``, its settings), the planner's per-subtree estimate for the rest. Each request runs
     with its own sampling parameters."""
     from blendserve.planner import PrefixTree, estimate_output_lengths, warmup_sample
+    from blendserve.protocol.requests import sampling_params
     from blendserve.worker.engines.base import GenRequest
-    from blendserve.worker.responses import sampling_params
 
     tree = PrefixTree.build(w)
     sample = warmup_sample(w, min(1.0, count / w.n), seed=seed, tree=tree)

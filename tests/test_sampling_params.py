@@ -1,5 +1,5 @@
 """Request bodies to sampling parameters: OpenAI's explicit nulls mean the defaults."""
-from blendserve.worker.responses import sampling_params
+from blendserve.protocol.requests import sampling_params
 
 
 def test_nulls_mean_defaults():

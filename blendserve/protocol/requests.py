@@ -250,3 +250,8 @@ def parse(endpoint: str, body: Any, info: ModelInfo, interactive: bool = False) 
 def stored(endpoint: str, params: dict) -> RequestBody:
     """A row's stored parameters as `endpoint`'s request (see RequestBody.stored)."""
     return REQUESTS[endpoint].stored(params)
+
+
+def sampling_params(params: dict, max_tokens: int) -> SamplingParams:
+    """Stored parameters (or any body in chat's words) as the engine's SamplingParams."""
+    return Sampling.stored(params).sampling_params(max_tokens)

@@ -30,14 +30,12 @@ from blendserve.core.config import WORKER_SECRET_HEADER
 from blendserve.protocol.bodies import check_interactive
 from blendserve.protocol.fields import BodyError, ModelInfo, token_id_error
 from blendserve.protocol.requests import RequestBody
+from blendserve.protocol.results import response_body
 from blendserve.worker import interactive_api
 from blendserve.worker.bounded_http import BoundedHTTPServer
 from blendserve.worker.engines.base import GenRequest, GenResult
 from blendserve.worker.http_io import Call, TextStream, error_body, send_json
 from blendserve.worker.lane import Lane
-from blendserve.worker.responses import (
-    response_body,
-)
 from blendserve.worker.sse import ChunkStream
 
 log = logging.getLogger("blendserve.worker")

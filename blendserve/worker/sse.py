@@ -12,10 +12,10 @@ import time
 from http.server import BaseHTTPRequestHandler
 
 from blendserve.core.ids import new_id
+from blendserve.protocol.results import chat_logprobs, chat_message, completion_logprobs, usage
 from blendserve.protocol.structured import ToolCall
 from blendserve.worker.engines.base import GenResult, TokenLogprob
 from blendserve.worker.http_io import TextStream, error_body
-from blendserve.worker.responses import chat_logprobs, chat_message, completion_logprobs, usage
 
 
 class ChunkStream:

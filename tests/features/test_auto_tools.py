@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from blendserve.protocol.bodies import model_info, prompt_text
+from blendserve.protocol.results import chat_message
 from blendserve.protocol.structured import ToolCall, parse_calls
 from blendserve.worker.engines.base import GenResult
-from blendserve.worker.responses import chat_message
 from tests.live import Deployment, read_lines, run_batch
 
 HERMES = """{%- if tools %}<|im_start|>system

@@ -2,9 +2,9 @@
 `return_logprob` / `top_logprobs_num` beside them, and its (logprob, id, text) lists back into OpenAI's entries."""
 from __future__ import annotations
 
+from blendserve.protocol.requests import sampling_params as from_body
 from blendserve.worker.engines.base import SamplingParams
 from blendserve.worker.engines.sglang_args import logprob_entries, logprob_kwargs, sampling_params
-from blendserve.worker.responses import sampling_params as from_body
 
 
 def test_schema_n_and_logprobs_map_to_sglang() -> None:

@@ -10,11 +10,11 @@ import jsonschema_rs
 import pytest
 
 from blendserve.core.modelstore import load_tokenizer
+from blendserve.protocol.requests import sampling_params, stored
 from blendserve.protocol.responses_api import LOGPROBS, chat_params
-from blendserve.worker.api_results import result_body
+from blendserve.protocol.results import response_body, result_body
 from blendserve.worker.engines.base import GenRequest, SamplingParams
 from blendserve.worker.engines.vllm import VllmEngine
-from blendserve.worker.responses import response_body, sampling_params
 
 pytest.importorskip("vllm", reason="vllm is not installed in this interpreter (scripts/setup_vllm.sh installs it)")
 
@@ -81,11 +81,11 @@ def test_responses_forced_call_and_logprobs(engine: VllmEngine, smollm2_checkpoi
               2: {"model": "m", "input": "x", "include": [LOGPROBS], "top_logprobs": 2, "temperature": 0}}
     out = {r.key: r for r in engine.generate([GenRequest(k, ids, sampling_params(chat_params(b), 64))
                                               for k, b in bodies.items()])}
-    call = Response.model_validate(result_body("/v1/responses", "m", out[1], bodies[1])).output[0]
+    call = Response.model_validate(result_body("m", out[1], stored("/v1/responses", bodies[1]))).output[0]
     assert (call.type, call.name) == ("function_call", "label"), out[1]
     assert out[1].finish_reason == "stop", out[1]
     jsonschema_rs.validate(LABEL, json.loads(call.arguments))
-    text = Response.model_validate(result_body("/v1/responses", "m", out[2], bodies[2])).output[0].content[0]
+    text = Response.model_validate(result_body("m", out[2], stored("/v1/responses", bodies[2]))).output[0].content[0]
     assert len(text.logprobs) == len(out[2].output_ids) - (out[2].finish_reason == "stop")
     assert all(len(e.top_logprobs) == 2 and e.logprob <= 0 for e in text.logprobs)
 

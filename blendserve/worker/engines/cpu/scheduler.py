@@ -103,23 +103,7 @@ class Scheduler:
         budget = self.step_tokens
         step = Step([])
         scheduled: list[ScheduledChunk] = []
-        # Interactive prompts shortest rest first: a short chat's prefill never queues behind another
-        # caller's long prompt (one tenant's 7,000-token prompts would otherwise delay every other chat).
-        urgent = sum(s.urgent for s in self.running)
-        self.running[:urgent] = sorted(self.running[:urgent], key=lambda s: max(s.prompt_len - s.computed, 0))
-        # Batch work this step: none while an interactive prompt finishes its prefill in it (a CPU step's
-        # time grows with every token in it, and that step is the request's time to first token), at most
-        # ``batch_cap`` tokens while interactive work is about (set by the engine), else the budget. Batch
-        # work is never shut out for long: not by a long prompt's earlier chunks (its first token is steps
-        # away whatever the step carries), nor for more than RUSH_STEPS steps in a row.
-        rushing = self.rushed < self.RUSH_STEPS and any(
-            s.urgent and 0 < s.prompt_len - s.computed <= budget for s in self.running)
-        self.rushed = self.rushed + 1 if rushing else 0
-        batch_left = 0 if rushing else budget if self.batch_cap is None else self.batch_cap
-        # Outside those steps interactive prefill leaves batch work its share of the step (half at most):
-        # a long prompt's chunks would otherwise take every token of every step until it is done.
-        batch_about = self.waiting or len(self.running) > urgent
-        urgent_left = budget - (min(batch_left, budget // 2) if batch_about else 0)
+        batch_left, urgent_left = self._shares(budget)
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
@@ -163,6 +147,27 @@ class Scheduler:
             self._admit(pull, min(budget, batch_left), scheduled, step)
         step.chunks = scheduled
         return step
+
+    def _shares(self, budget: int) -> tuple[int, int]:
+        """This step's tokens for batch work and for interactive prefill; orders the interactive sequences."""
+        # Interactive prompts shortest rest first: a short chat's prefill never queues behind another
+        # caller's long prompt (one tenant's 7,000-token prompts would otherwise delay every other chat).
+        urgent = sum(s.urgent for s in self.running)
+        self.running[:urgent] = sorted(self.running[:urgent], key=lambda s: max(s.prompt_len - s.computed, 0))
+        # Batch work this step: none while an interactive prompt finishes its prefill in it (a CPU step's
+        # time grows with every token in it, and that step is the request's time to first token), at most
+        # ``batch_cap`` tokens while interactive work is about (set by the engine), else the budget. Batch
+        # work is never shut out for long: not by a long prompt's earlier chunks (its first token is steps
+        # away whatever the step carries), nor for more than RUSH_STEPS steps in a row.
+        rushing = self.rushed < self.RUSH_STEPS and any(
+            s.urgent and 0 < s.prompt_len - s.computed <= budget for s in self.running)
+        self.rushed = self.rushed + 1 if rushing else 0
+        batch_left = 0 if rushing else budget if self.batch_cap is None else self.batch_cap
+        # Outside those steps interactive prefill leaves batch work its share of the step (half at most):
+        # a long prompt's chunks would otherwise take every token of every step until it is done.
+        batch_about = self.waiting or len(self.running) > urgent
+        urgent_left = budget - (min(batch_left, budget // 2) if batch_about else 0)
+        return batch_left, urgent_left
 
     def _draft(self, scheduled: list[ScheduledChunk], budget: int) -> int:
         """Extend decode chunks by drafts, within the budget and the free blocks; returns the budget left."""
