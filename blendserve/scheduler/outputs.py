@@ -4,7 +4,7 @@ Workers commit results concurrently, and a transaction that stamped an
 earlier finished_at can commit after a later one: a reader that paged by
 finished_at would skip the late row. Instead the leading scheduler (one per
 database, every write fenced by its lease) gives each finished row of a
-batch the next out_seq, in one UPDATE per batch per tick, to the rows
+batch the next out_seq, in one UPDATE per tick for every batch, to the rows
 visible at that moment. A row that commits late is simply numbered on a later
 tick, above every number already given, so numbers only ever grow in the
 order a reader can see them: a reader that asks for out_seq > its cursor
@@ -19,7 +19,7 @@ restarted validation deletes and writes them again.
 from __future__ import annotations
 
 from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, aliased, sessionmaker
 
 from blendserve.core.models import Batch, Request
 
@@ -36,26 +36,44 @@ def unnumbered(batch_id: str | None = None):
 
 
 def number_finished(sessions: sessionmaker[Session], page: int = PAGE) -> int:
-    """Number every batch's newly visible finished rows; returns how many rows got a number."""
+    """Number every batch's newly visible finished rows; returns how many rows got a number.
+
+    One read of the partial index when nothing waits (most ticks between worker commits), else one fenced
+    UPDATE for every batch together: a transaction per batch (its lease renewal, its max, its update) made
+    a tick's cost grow with the number of running batches.
+    """
     with sessions() as s:
-        waiting = select(Request.batch_id).where(*unnumbered()).distinct().subquery()
-        batch_ids = s.scalars(select(Batch.id).where(Batch.id.in_(select(waiting.c.batch_id)),
-                                                     Batch.status != "validating")).all()
-    return sum(number_batch(sessions, bid, page) for bid in batch_ids)
+        if s.scalar(select(Request.id).join(Batch, Batch.id == Request.batch_id)
+                    .where(*unnumbered(), Batch.status != "validating").limit(1)) is None:
+            return 0
+    with sessions.begin() as s:
+        return s.execute(_numbering(page)).rowcount
 
 
 def number_batch(sessions: sessionmaker[Session], batch_id: str, page: int = PAGE) -> int:
-    """One UPDATE: the batch's next `page` unnumbered rows, by (finished_at, id), get max(out_seq)+1, +2, ...
+    """number_finished for one batch."""
+    with sessions.begin() as s:
+        return s.execute(_numbering(page, batch_id)).rowcount
 
-    The rows and the base are read in the statement's own transaction, which the scheduler's lease fences:
-    no other writer gives numbers, so the base is the batch's true maximum.
+
+def _numbering(page: int, batch_id: str | None = None):
+    """One UPDATE: each batch's next `page` unnumbered rows, by (finished_at, id), get its max(out_seq)+1, +2, ...
+
+    The rows and the bases are read in the statement's own snapshot, inside the scheduler's fenced
+    transaction: no other writer gives numbers, so each base is its batch's true maximum.
     """
     order = (Request.finished_at, Request.id)
-    backlog = (select(Request.id, func.row_number().over(order_by=order).label("rn"))
-               .where(*unnumbered(batch_id)).order_by(*order).limit(page).subquery())
-    with sessions.begin() as s:
-        base = s.scalar(select(func.coalesce(func.max(Request.out_seq), 0))     # from ix_requests_batch_out
-                        .where(Request.batch_id == batch_id, Request.out_seq.is_not(None)))
-        return s.execute(update(Request).where(Request.id == backlog.c.id)
-                         .values(out_seq=base + backlog.c.rn)
-                         .execution_options(synchronize_session=False)).rowcount
+    todo = (select(Request.id, Request.batch_id,
+                   func.row_number().over(partition_by=Request.batch_id, order_by=order).label("rn"))
+            .join(Batch, Batch.id == Request.batch_id)
+            .where(*unnumbered(batch_id), Batch.status != "validating").subquery("todo"))
+    # Subqueries, not CTEs: Python's sqlite3 reports no rowcount for a statement that starts with WITH.
+    waiting, numbered = aliased(Request), aliased(Request)
+    top = (select(func.coalesce(func.max(numbered.out_seq), 0))       # from ix_requests_batch_out
+           .where(numbered.batch_id == waiting.batch_id, numbered.out_seq.is_not(None)).scalar_subquery())
+    mine = () if batch_id is None else (waiting.batch_id == batch_id,)
+    bases = (select(waiting.batch_id.label("batch_id"), top.label("base"))      # from ix_requests_unnumbered
+             .where(*mine, waiting.out_seq.is_(None), waiting.finished_at.is_not(None))
+             .group_by(waiting.batch_id).subquery("bases"))
+    return (update(Request).where(Request.id == todo.c.id, todo.c.rn <= page, bases.c.batch_id == todo.c.batch_id)
+            .values(out_seq=bases.c.base + todo.c.rn).execution_options(synchronize_session=False))
