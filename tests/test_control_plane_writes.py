@@ -198,6 +198,33 @@ def test_a_claim_takes_the_chunk_and_reads_its_rows_in_plan_order(db):
     assert claims.claim(sessions, "worker_a", "m", 30) is None   # the only chunk is held
 
 
+def test_a_heartbeat_renews_every_held_chunk_in_one_statement_and_release_decides_in_one(db):
+    """renew answers the chunks still held (one taken over after its lease ran out is not); release makes a
+    chunk `done` when none of its rows is left `planned`, else `pending`, each in one UPDATE."""
+    engine, sessions = db
+    ids = _batch(sessions, 6, chunks=3)
+    _worker(sessions, "worker_a")
+    got = [claims.claim(sessions, "worker_a", "m", 30) for _ in range(3)]
+    with sessions.begin() as s:                  # the third's lease ran out and worker_b took it
+        s.execute(Chunk.__table__.update().where(Chunk.id == got[2].id).values(worker_id="worker_b"))
+    statements = _count(engine, "chunks")
+    updates: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda conn, cur, stmt, *a: updates.append(stmt)
+                 if stmt.startswith("UPDATE chunks") else None)
+    assert claims.renew(sessions, [c.id for c in got], "worker_a", 30) == {got[0].id, got[1].id}
+    assert len(updates) == 1 and not statements
+    with sessions.begin() as s:                  # the first chunk's rows have their results
+        s.execute(Request.__table__.update().where(Request.chunk_id == got[0].id).values(status="completed"))
+    assert claims.release(sessions, got[0].id, "worker_a") == "done"
+    assert claims.release(sessions, got[1].id, "worker_a", undo_claim=True) == "pending"
+    assert claims.release(sessions, got[2].id, "worker_a") == ""          # not this worker's any more
+    assert len(updates) == 4
+    with sessions() as s:
+        rows = {c.id: (c.status, c.worker_id, c.attempts) for c in s.scalars(select(Chunk))}
+    assert rows[got[0].id] == ("done", "worker_a", 1) and rows[got[1].id] == ("pending", None, 0)
+    assert rows[got[2].id] == ("claimed", "worker_b", 1) and len(ids) == 6
+
+
 def test_the_live_worker_list_is_read_once_per_interval_and_again_for_a_newcomer(db):
     engine, sessions = db
     _batch(sessions, 8, chunks=4)

@@ -105,13 +105,15 @@ def claim(sessions: sessionmaker[Session], worker_id: str, model: str, lease_s: 
     return Claimed(chunk.id, rows)
 
 
-def renew(sessions: sessionmaker[Session], chunk_id: int, worker_id: str, lease_s: float) -> bool:
-    """False when the lease was lost (it ran out and another worker took the chunk)."""
+def renew(sessions: sessionmaker[Session], chunk_ids: list[int], worker_id: str, lease_s: float) -> set[int]:
+    """Renew the leases of a rank's chunks in one statement; the ids still held (a missing one was lost: its
+    lease ran out and another worker took it)."""
+    if not chunk_ids:
+        return set()
     with sessions.begin() as s:
-        res = s.execute(update(Chunk).where(Chunk.id == chunk_id, Chunk.worker_id == worker_id,
-                                            Chunk.status == "claimed")
-                        .values(lease_until=time.time() + lease_s))
-        return res.rowcount == 1
+        return set(s.scalars(update(Chunk).where(Chunk.id.in_(chunk_ids), Chunk.worker_id == worker_id,
+                                                 Chunk.status == "claimed")
+                             .values(lease_until=time.time() + lease_s).returning(Chunk.id)))
 
 
 def release(sessions: sessionmaker[Session], chunk_id: int, worker_id: str, *, undo_claim: bool = False) -> str:
@@ -119,15 +121,16 @@ def release(sessions: sessionmaker[Session], chunk_id: int, worker_id: str, *, u
 
     undo_claim: the claim does not count as a try (a clean stop, or a stream
     failure already blamed on the requests it was running). Returns the
-    chunk's new status ('' if this worker no longer held it).
+    chunk's new status ('' if this worker no longer held it). One statement: which
+    status is decided in it, from the chunk's rows still `planned`.
     """
     left = exists().where(Request.chunk_id == chunk_id, Request.status == "planned", Request.batch_id == Batch.id,
                           Batch.status == "in_progress")
+    values = {"status": case((left, "pending"), else_="done"), "lease_until": None,
+              "worker_id": case((left, None), else_=worker_id)}
+    if undo_claim:
+        values["attempts"] = case((Chunk.attempts > 0, Chunk.attempts - 1), else_=0)
     with sessions.begin() as s:
-        status = "pending" if s.scalar(select(left)) else "done"
-        values = {"status": status, "lease_until": None, "worker_id": None if status == "pending" else worker_id}
-        if undo_claim:
-            values["attempts"] = case((Chunk.attempts > 0, Chunk.attempts - 1), else_=0)
-        res = s.execute(update(Chunk).where(Chunk.id == chunk_id, Chunk.worker_id == worker_id,
-                                            Chunk.status == "claimed").values(**values))
-        return status if res.rowcount == 1 else ""
+        status = s.scalar(update(Chunk).where(Chunk.id == chunk_id, Chunk.worker_id == worker_id,
+                                              Chunk.status == "claimed").values(**values).returning(Chunk.status))
+        return status or ""

@@ -150,9 +150,12 @@ class Ledger:
             self.losses += 1
 
     def renew(self) -> None:
-        """Renew every held chunk's lease (the heartbeat); a chunk that cannot be renewed is lost."""
-        for cid, held in list(self.held.items()):
-            if not held.lost and not claims.renew(self.sessions, cid, self.worker_id, self.settings.lease_seconds):
+        """Renew every held chunk's lease (the heartbeat), in one statement; a chunk that cannot be renewed is
+        lost."""
+        ids = [cid for cid, held in list(self.held.items()) if not held.lost]
+        kept = claims.renew(self.sessions, ids, self.worker_id, self.settings.lease_seconds)
+        for cid in ids:
+            if cid not in kept and (held := self.held.get(cid)) is not None:
                 log.warning("lost the lease on chunk %d; dropping its unfinished work", cid)
                 held.lost = True
                 with self.lock:         # after the flag: an engine that sees the new epoch sees it
