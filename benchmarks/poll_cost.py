@@ -18,18 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.pollers import Pollers, pct
+from benchmarks.pollers import Pollers, cpu_s, pct
 from blendserve.core.modelstore import build_tiny_model
 from tests.harness.deployment import Deployment, chat_lines, jsonl, wait_batch
 
 KEY = "sk-poll-cost"
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_s(pid: int) -> float:
-    """utime + stime of a process, in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def restart_api(d: Deployment, cache_s: str) -> None:

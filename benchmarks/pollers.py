@@ -6,7 +6,8 @@ driver's own 5/s status check, once with 200 GET /v1/batches/{id} per second
 (open loop, bounded by count and time) for the whole run. Reports poll
 latency p50/p99 and the run-phase tokens/s (prompt + completion tokens, first
 claim to last result) of the run with pollers against the run without.
-Goals: p99 <= 25 ms, throughput ratio >= 0.95.
+Goals: p99 <= 25 ms, throughput ratio >= 0.95. The API process's CPU over each run is reported too
+(benchmarks/poll_cost.py measures a poll's own).
 
     PYTHONPATH=. .venv/bin/python benchmarks/pollers.py --requests 64 --repeats 3
 """
@@ -85,6 +86,12 @@ class Pollers:
         return t
 
 
+def cpu_s(pid: int) -> float:
+    """utime + stime of a process, in seconds (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
@@ -100,7 +107,9 @@ def one_run(rows: list[dict], models: str, rate: float, max_s: float) -> dict:
         b = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
         polls = Pollers("127.0.0.1", d.port, f"/v1/batches/{b.id}", rate, int(rate * max_s)) if rate else None
         thread = polls.start() if polls else None
+        api_cpu = cpu_s(d.procs["api"].pid)
         b = wait_batch(c, b.id, timeout=max_s)
+        api_cpu = cpu_s(d.procs["api"].pid) - api_cpu
         if polls:
             polls.stop.set()
             thread.join(60)
@@ -109,12 +118,14 @@ def one_run(rows: list[dict], models: str, rate: float, max_s: float) -> dict:
         with sessions() as s:
             first = s.get(Batch, b.id).first_run_at
             last = s.scalar(select(func.max(Request.finished_at)).where(Request.batch_id == b.id))
-        out = {"run_tok_s": round(b.usage.total_tokens / (last - first), 1), "run_s": round(last - first, 1)}
+        out = {"run_tok_s": round(b.usage.total_tokens / (last - first), 1), "run_s": round(last - first, 1),
+               "api_cpu_s": round(api_cpu, 2)}
         if polls:
             lat = polls.latencies_ms
             out |= {"polls": len(lat), "poll_errors": polls.errors, "p50_ms": round(pct(lat, 0.5), 2),
                     "p99_ms": round(pct(lat, 0.99), 2), "max_ms": round(max(lat), 1),
-                    "achieved_rate": round(len(lat) / (last - first + 1e-9), 1)}
+                    "achieved_rate": round(len(lat) / (last - first + 1e-9), 1),
+                    "api_cpu_ms_per_poll": round(api_cpu * 1000 / max(len(lat), 1), 3)}   # gross: with the run's
         return out
     finally:
         d.stop()

@@ -7,10 +7,9 @@ from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 
-from blendserve.api import errors
+from blendserve.api import errors, fastpath
 from blendserve.api.auth import FrontDoor, redact_access_log
 from blendserve.api.deps import AppState, clean_params
-from blendserve.api.fastpath import StatusFastPath
 from blendserve.api.lanes import Lanes
 from blendserve.api.routes import batches, completions, dashboard, embeddings, files, models, ops, responses, uploads
 from blendserve.api.routes.outputs import router as outputs_router
@@ -28,7 +27,7 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     if migrate:
         upgrade(settings.db_url, settings)
-    app = FastAPI(title="BlendServe", version="0.1.0")
+    app = fastpath.PollingApp(title="BlendServe", version="0.1.0")
     readers = make_sessionmaker(make_engine(settings.db_url, readonly=True))
     app.state.blend = AppState(settings=settings, sessions=make_sessionmaker(make_engine(settings.db_url)),
                                read_sessions=readers, store=FileStore(settings.files_dir),
@@ -51,12 +50,12 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
     for r in (ops.router, dashboard.router):    # probes, scrapes and the page: no key, no /v1 conventions
         app.include_router(r)
 
-    app.add_middleware(StatusFastPath, state=app.state.blend)
-    app.add_middleware(FrontDoor, state=app.state.blend)      # outside the fast path: nothing before the key
+    app.add_middleware(FrontDoor, state=app.state.blend)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
                            allow_headers=["authorization", "content-type"], max_age=600,
                            expose_headers=["X-BlendServe-Cursor", "X-BlendServe-Done"])   # the output route's cursor
+    fastpath.install(app, app.state.blend)     # cached status polls, before all of the above (the same key check)
     app.openapi = lambda: _openapi(app, settings)
     return app
 
