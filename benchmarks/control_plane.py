@@ -72,6 +72,10 @@ CLAIM_PARTS = re.compile(r"\(sibling wait ([\d.]+), transaction ([\d.]+), its CP
 ENGINE_WAIT = re.compile(r"the engine waited ([\d.]+) ms")
 ROUND = re.compile(r"round ([\d.]+)s")
 AHEAD_EMPTY = "the claim made ahead found no chunk ready"     # planning fell behind the ranks, or the end
+# The echo engine's own simulation (blendserve/worker/engines/echo.py): its CPU is the stand-in's, not the
+# control plane's; each engine logs its running total every 10 s.
+NOT_ROLES = ("postgres_server", "echo_engines")     # a bound on postgres; a part of the workers' figure
+ECHO_CPU = re.compile(r"echo engine ([0-9a-f]+): its simulation used ([\d.]+) CPU-s")
 
 
 def write_file(path: Path, n: int, max_tokens: int, seed: int = 0) -> None:
@@ -208,6 +212,8 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
         assert all(b.status == "completed" for b in done.values()), [b for b in done.values()
                                                                      if b.status != "completed"][:1]
         cpu = {n: round(cpu_s(p.pid) - cpu0[n], 1) for n, p in d.procs.items()}
+        time.sleep(2.0)         # the engines' streams end once no chunk is left, each logging its total
+        cpu["echo_engines"] = round(echo_cpu_s(d), 1)
         # Backends that started during the run count from zero; one that ended before this read is missed
         # (the pools keep theirs open, so few do).
         cpu["postgres"] = round(sum(v - pg0.get(pid, 0.0) for pid, v in pg_backends(url, app).items()), 1)
@@ -260,7 +266,7 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
             "db_bytes_per_request": round(db_bytes / sum(lines)),
             "poll_ms_p50": round(float(np.percentile(lat, 50)) * 1e3, 1),
             "poll_ms_p99": round(float(np.percentile(lat, 99)) * 1e3, 1), "polls": len(lat), "poll_errors": poll_errors,
-            "cpu_s": cpu, "peak_rss_mb": rss, "busiest": max((k for k in cpu if k != "postgres_server"), key=cpu.get),
+            "cpu_s": cpu, "peak_rss_mb": rss, "busiest": max((k for k in cpu if k not in NOT_ROLES), key=cpu.get),
             # CPU seconds per 1,000 results, by role (every worker process together): robust to a shared
             # machine, where the wall-clock rate is not.
             "cpu_s_per_1k": per_1k(cpu, n_done),
@@ -270,6 +276,17 @@ def run(tokenizer_model: Path, files: list[Path], every_s: float, ranks: int, pe
     finally:
         d.stop()
         drop(url, tmp)
+
+
+def echo_cpu_s(d: Deployment) -> float:
+    """CPU seconds the echo engines' own simulation used, from each engine's latest report (idle before the
+    first batch: nothing to subtract)."""
+    latest: dict[str, float] = {}
+    for n in d.procs:
+        if n.startswith("worker"):
+            for engine, v in ECHO_CPU.findall(d.log(n, tail=None)):
+                latest[f"{n}:{engine}"] = float(v)
+    return sum(latest.values())
 
 
 def drop(url: str, data_dir: Path) -> None:
@@ -290,7 +307,10 @@ def per_1k(cpu: dict[str, float], results: int) -> dict[str, float]:
     for name, v in cpu.items():
         role = "workers" if name.startswith("worker") else name
         roles[role] = roles.get(role, 0.0) + v
-    roles["total"] = sum(v for k, v in roles.items() if k != "postgres_server")
+    roles["total"] = sum(v for k, v in roles.items() if k not in NOT_ROLES)
+    if "echo_engines" in roles:     # inside the workers' figure: what is left is the control plane's
+        roles["workers_without_echo"] = roles["workers"] - roles["echo_engines"]
+        roles["total_without_echo"] = roles["total"] - roles["echo_engines"]
     return {k: round(v * 1000 / max(results, 1), 3) for k, v in roles.items()}
 
 

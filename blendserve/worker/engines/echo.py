@@ -22,6 +22,7 @@ was cancelled in most steps of a run, and 64 ranks x 256 running x 20 steps/s ma
 from __future__ import annotations
 
 import heapq
+import logging
 import random
 import time
 from collections import OrderedDict
@@ -31,7 +32,10 @@ from blendserve.core.engine_settings import EchoSettings
 from blendserve.worker.engines.base import EngineStats, GenRequest, GenResult
 from blendserve.worker.engines.driver import CoreDefaults, Feed, Tokens, drive
 
+log = logging.getLogger("blendserve.worker")
+
 BLOCK = 16
+REPORT_S = 10.0        # how often each engine logs the CPU its own simulation has used (control-plane benchmark)
 STEP_S = 0.05          # a "step": how often running requests are checked for cancellation
 FILLER = 1000          # the token id every reply is made of ("x" in the text)
 
@@ -74,11 +78,13 @@ class _EchoCore(CoreDefaults):
         return len(self.running) < self.engine.max_running
 
     def add(self, request: GenRequest, urgent: bool) -> None:
+        t0 = time.thread_time()
         self.n += 1
         res = self.engine._result(request)
         heapq.heappush(self.running, (self.engine._finish_at(request, res), self.n, res))
         if request.on_tokens is not None:
             self.streamed.add(request.key)
+        self.engine.spent(time.thread_time() - t0)
 
     def abort(self, keys: list[int]) -> None:
         gone = set(keys)
@@ -90,18 +96,23 @@ class _EchoCore(CoreDefaults):
 
     def step(self, feed: Feed) -> Iterator[GenResult | Tokens]:
         """Wait for the next finish, at most STEP_S (cancellations land within 50 ms); what finished."""
+        t0 = time.thread_time()         # the wake-up counts too: a thread's CPU, never the time it slept
         wait = self.running[0][0] - time.monotonic()
         if wait > 0:
             time.sleep(min(wait, STEP_S))
         while self.running and self.running[0][0] <= time.monotonic():
             res = heapq.heappop(self.running)[2]
+            self.engine.spent(time.thread_time() - t0)     # not the caller's work between the yields
             if res.key in self.streamed:
                 self.streamed.discard(res.key)
                 yield Tokens(res.key, res.output_ids)
             yield res
+            t0 = time.thread_time()
+        self.engine.spent(time.thread_time() - t0)
 
     def close(self) -> None:
         self.running.clear()
+        self.engine.spent(0.0, report=True)
 
 
 class EchoEngine:
@@ -117,6 +128,16 @@ class EchoEngine:
         self.cache = _PrefixModel(cache_tokens or cfg.cache_tokens)
         self.rng = random.Random(seed)
         self._running: list[tuple[float, int, GenResult]] = []
+        self.cpu_s = 0.0            # this thread's CPU inside the simulation: the stand-in's own cost, not the worker's
+        self._reported = time.monotonic()
+
+    def spent(self, cpu_s: float, report: bool = False) -> None:
+        """Add to the simulation's CPU; logged every REPORT_S and as a stream ends, so a load test can tell the
+        engine stand-in's CPU from the worker's (benchmarks/control_plane.py subtracts it)."""
+        self.cpu_s += cpu_s
+        if report or time.monotonic() - self._reported > REPORT_S:
+            self._reported = time.monotonic()
+            log.info("echo engine %x: its simulation used %.3f CPU-s", id(self), self.cpu_s)
 
     def stats(self) -> EngineStats:
         """Running sequences, and the tokens a real engine's KV would hold for them (prompt + reply)."""
