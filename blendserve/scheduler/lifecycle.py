@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 
-from sqlalchemy import Text, cast, func, select, update
+from sqlalchemy import Text, and_, case, cast, false, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from blendserve.core import counts, deliveries
@@ -96,20 +96,21 @@ def _restore_completed(sessions: sessionmaker[Session], store: FileStore, bid: s
 
 
 def _due(sessions: sessionmaker[Session]) -> list[tuple[str, object]]:
+    """What each batch in a live state needs, from one query (five, one per kind, were a fifth of an idle
+    tick's statements); `NOT EXISTS` over the batch's unfinished rows is evaluated for running batches only."""
     now = int(time.time())
+    unfinished = select(Request.id).where(Request.batch_id == Batch.id, Request.status.in_(UNFINISHED))
+    running = and_(Batch.status == "in_progress", Batch.expires_at > now)
     with sessions() as s:
-        cancelling = s.scalars(select(Batch.id).where(Batch.status == "cancelling")).all()
-        expiring = s.scalars(select(Batch.id).where(Batch.status.in_(("in_progress", "validating")),
-                                                    Batch.expires_at <= now)).all()
-        finalizing = s.scalars(select(Batch.id).where(Batch.status == "finalizing")).all()
-        unfinished = select(Request.id).where(Request.batch_id == Batch.id, Request.status.in_(UNFINISHED))
-        done = s.scalars(select(Batch.id).where(Batch.status == "in_progress", Batch.expires_at > now,
-                                                ~unfinished.exists())).all()
-        overwritten = s.scalars(select(Batch.id).where(Batch.status == "cancelling",
-                                                       Batch.completed_at.is_not(None))).all()
-    return ([(b, _restore_completed) for b in overwritten]
-            + [(b, _cancel) for b in cancelling if b not in overwritten] + [(b, _expire) for b in expiring]
-            + [(b, _complete) for b in [*done, *finalizing]])
+        rows = s.execute(select(Batch.id, Batch.status, Batch.expires_at, Batch.completed_at,
+                                case((running, ~unfinished.exists()), else_=false()).label("done"))
+                         .where(Batch.status.in_(("cancelling", "in_progress", "validating", "finalizing")))).all()
+    overwritten = [r.id for r in rows if r.status == "cancelling" and r.completed_at is not None]
+    cancelling = [r.id for r in rows if r.status == "cancelling" and r.completed_at is None]
+    expiring = [r.id for r in rows if r.status in ("in_progress", "validating") and r.expires_at <= now]
+    ending = [r.id for r in rows if r.done] + [r.id for r in rows if r.status == "finalizing"]
+    return ([(b, _restore_completed) for b in overwritten] + [(b, _cancel) for b in cancelling]
+            + [(b, _expire) for b in expiring] + [(b, _complete) for b in ending])
 
 
 def _close_unfinished(sessions: sessionmaker[Session], batch_id: str, status: str, code: str,
