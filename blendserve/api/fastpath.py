@@ -1,9 +1,9 @@
 """Status polls answered before FastAPI when StatusCache holds a fresh reply.
 
-At 200 polls/s a poll's CPU is the API's business: uvicorn's own share of a
-request is ~0.15 ms, its access-log line ~0.12 ms, and Starlette and FastAPI's
-layers (error and telemetry middleware, CORS, the front door's body read,
-routing, dependencies) tens of microseconds more. PollDoor runs before any of
+At 200 polls/s a poll's CPU is taken from the engines on a small machine:
+uvicorn's own share of a request is ~0.15-0.2 ms, and Starlette and FastAPI's
+layers (telemetry check, error middleware, CORS, the front door's body read,
+routing, dependencies) add to it. PollDoor runs before any of
 them (PollingApp, the API's FastAPI app): a plain GET /v1/batches/{id} (no query
 string, no body, no Origin header) is checked with the front door's own
 `authenticate` (blendserve/api/auth.py), looked up in the cache under the
@@ -13,8 +13,7 @@ gives the same 401/404 bodies and fills the cache; so the fast path can only
 answer what the route itself would have answered from the cache.
 
 A poll answered here leaves no access-log line (QuietPolls): at 200/s those
-lines would be most of the log and cost as much CPU as the rest of the
-poll. Cache misses, which read the database (a few a second per batch), and
+lines would be most of the log. Cache misses, which read the database (a few a second per batch), and
 every error are logged as before.
 """
 from __future__ import annotations

@@ -3,6 +3,7 @@ line, under the caller's tenant only, with the front door's 401/404 answers, a s
 cache's bound and the process's own cancel at once."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from contextlib import contextmanager
 
 from sqlalchemy import event, update
 
+from blendserve.api.status import StatusCache
 from blendserve.core.models import Batch
 from tests.api.conftest import in_process_api
 from tests.conftest import TINY
@@ -112,3 +114,26 @@ def test_status_change_within_the_bound_and_own_cancel_at_once(tmp_path, tiny_mo
             http.get(path)                                             # cached again
         assert http.post(f"{path}/cancel").json()["status"] == "cancelling"
         assert http.get(path).json()["status"] == "cancelling"        # at once, though the entry was fresh
+
+
+def test_polls_that_miss_together_share_one_read_and_a_drop_wins():
+    cache = StatusCache(ttl=60)
+    reads: list[int] = []
+
+    async def read() -> bytes:
+        reads.append(1)
+        await asyncio.sleep(0.05)
+        return b'{"status":"in_progress"}' if len(reads) == 1 else b'{"status":"cancelling"}'
+
+    async def polls() -> list[bytes]:
+        together = await asyncio.gather(*(cache.read_through("o", "batch_a", read) for _ in range(32)))
+        assert len(reads) == 1 and set(together) == {b'{"status":"in_progress"}'}
+        first = asyncio.ensure_future(cache.read_through("o", "batch_b", read))
+        await asyncio.sleep(0.01)
+        cache.drop("o", "batch_b")                     # a cancel commits while a read of batch_b is out
+        after = await cache.read_through("o", "batch_b", read)
+        await first
+        return [after, cache.get("o", "batch_b")]
+
+    assert asyncio.run(polls()) == [b'{"status":"cancelling"}'] * 2     # the older read was not stored
+    assert len(reads) == 3

@@ -117,13 +117,11 @@ async def retrieve_batch(batch_id: str, st: StateDep, owner: OwnerDep) -> Respon
     """The status poll. It returns its JSON itself: FastAPI's response_model pass (validate, then encode)
     costs more than the database read, and this route is called hundreds of times a second; the schema
     fuzzer checks the body against BatchObject instead. Repeats within a fraction of a second come from
-    StatusCache, without a thread hop or a database read."""
-    body = st.status_cache.get(owner, batch_id)
-    if body is None:
-        read_at = time.monotonic()
-        body = orjson.dumps(await read(st, batch_status, owner, batch_id))
-        st.status_cache.put(owner, batch_id, body, read_at)
-    return Response(body, media_type="application/json")
+    StatusCache, without a thread hop or a database read, and polls that miss together share one read."""
+    async def fresh() -> bytes:
+        return orjson.dumps(await read(st, batch_status, owner, batch_id))
+
+    return Response(await st.status_cache.read_through(owner, batch_id, fresh), media_type="application/json")
 
 
 @router.post("/{batch_id}/cancel", response_model=BatchObject, responses=ERRORS)
