@@ -139,8 +139,8 @@ def test_slow_heads_are_closed_after_the_timeout(api):
         except (BrokenPipeError, ConnectionResetError):
             break
         time.sleep(0.2)
-    assert httpx.get(f"{api.base_url.removesuffix('/v1')}/health", timeout=5).status_code == 200
-    deadline, open_ = time.monotonic() + 10, set(range(len(socks)))
+    assert httpx.get(f"{api.base_url.removesuffix('/v1')}/health", timeout=30).status_code == 200
+    deadline, open_ = time.monotonic() + 30, set(range(len(socks)))      # generous: CI machines are loaded
     while open_ and time.monotonic() < deadline:
         readable, _, _ = select.select([socks[i] for i in open_], [], [], 0.5)
         for s in readable:

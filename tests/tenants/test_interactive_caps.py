@@ -105,7 +105,9 @@ def test_a_chat_whose_caller_left_is_aborted_at_the_worker(lane, stream):
         t.join()
     took = wait_running(lane, lambda n: n == 0, 10)
     print(f"abandoned sequences gone {took:.2f} s after their callers left (stream={stream})")
-    assert took < 2.5, f"the abandoned sequences ran {took:.1f} s after their callers left"
+    # Measured 0.7-1.0 s (a heartbeat's delay included); the bound leaves a loaded CI machine room and is
+    # still far below the tens of seconds the sequences would otherwise run.
+    assert took < 5.0, f"the abandoned sequences ran {took:.1f} s after their callers left"
     r = httpx.post(f"{lane.base_url}/chat/completions", headers=auth("alpha"), timeout=30,
                    json={"model": TINY, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
     assert r.status_code == 200                # both slots were given back
