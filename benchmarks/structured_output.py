@@ -2,7 +2,8 @@
 and its tokens/s against the same prompts unconstrained.
 
 One file of `--lines` requests (default 500) over five schemas (a sentiment label, an extraction record with
-free strings, a list of tags, a bounded integer score behind a `$ref`, and json_object), each a chat prompt
+free strings, a list of tags, a bounded integer score behind a `$ref`, and json_object; `--kinds profile`: a
+record of length-bounded strings and a patterned code, the keywords beyond OpenAI's strict subset), each a chat prompt
 that asks for it, on SmolLM2 through the CPU engine or, with `--engine vllm` (in .venv-vllm), vLLM's with its
 defaults here (VllmOptions; xgrammar as its structured-output backend) (no service: the engine is what the
 mask costs). Ways,
@@ -17,6 +18,7 @@ children (all their threads: the masks' and vLLM's engine core's included) of ea
 repeats and their ratios.
 
     .venv/bin/python -m benchmarks.structured_output --lines 500 --repeats 3
+    .venv/bin/python -m benchmarks.structured_output --lines 200 --repeats 3 --kinds profile
     scripts/setup_vllm.sh .venv-vllm/bin/python -m benchmarks.structured_output --engine vllm --lines 500
 """
 from __future__ import annotations
@@ -52,22 +54,31 @@ SCORE = {"type": "object", "additionalProperties": False, "required": ["review"]
          "$defs": {"score": {"type": "object", "additionalProperties": False, "required": ["stars", "summary"],
                              "properties": {"stars": {"type": "integer", "minimum": 1, "maximum": 5},
                                             "summary": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}}}
+# String bounds and a pattern (the keywords vLLM's xgrammar backend enforces beyond OpenAI's strict subset).
+PROFILE = {"type": "object", "additionalProperties": False, "required": ["name", "city", "code", "bio"],
+           "properties": {"name": {"type": "string", "minLength": 2, "maxLength": 24},
+                          "city": {"type": "string", "minLength": 2, "maxLength": 24},
+                          "code": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4}$"},
+                          "bio": {"type": "string", "minLength": 20, "maxLength": 120}}}
+KINDS = ("label", "person", "tags", "score", "object", "profile")
 REVIEWS = ["The soup was cold and the waiter rude.", "Lovely place, fair prices, we will come back.",
            "Food fine, service slow.", "Best pizza in town, but loud.", "Nothing special; it was okay."]
 PEOPLE = ["Anna Berg, 34, lives in Oslo.", "Mr. Tanaka (61) moved to Kyoto.", "Lea from Lyon is 27 years old."]
 
 
-def lines(n: int) -> list[tuple[dict, dict | None]]:
-    """(body, schema to validate against) for n requests, the five kinds in turn."""
+def lines(n: int, kinds: tuple[str, ...] = KINDS[:5]) -> list[tuple[dict, dict | None]]:
+    """(body, schema to validate against) for n requests, the given kinds in turn."""
     out = []
     for i in range(n):
         review, person = REVIEWS[i % len(REVIEWS)], PEOPLE[i % len(PEOPLE)]
-        kind = i % 5
+        kind = KINDS.index(kinds[i % len(kinds)])
         schema, ask = [(LABEL, f"Classify the sentiment of this review: {review}"),
                        (PERSON, f"Extract the person's name, city and age: {person} (#{i})"),
                        (TAGS, f"Which topics does this review mention? {review} (#{i})"),
                        (SCORE, f"Score this review from 1 to 5 and summarise it: {review} (#{i})"),
-                       (None, f"Describe this review as a JSON object: {review} (#{i})")][kind]
+                       (None, f"Describe this review as a JSON object: {review} (#{i})"),
+                       (PROFILE, f"Describe the reviewer of this review as JSON with name, city, code and bio: "
+                                 f"{review} (#{i})")][kind]
         fmt = {"type": "json_object"} if schema is None else \
             {"type": "json_schema", "json_schema": {"name": f"k{kind}", "schema": schema, "strict": True}}
         body = {"messages": [{"role": "user", "content": ask}], "temperature": 0.7, "seed": i,
@@ -95,6 +106,8 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--models", type=Path, default=Path("blendserve-data/models"))
     ap.add_argument("--engine", choices=("cpu", "vllm"), default="cpu")
+    ap.add_argument("--kinds", default=",".join(KINDS[:5]),
+                    help=f"schemas in turn, of {', '.join(KINDS)} (profile: minLength/maxLength/pattern)")
     ap.add_argument("--out", type=Path, help="append rows here (default benchmarks/results/structured_output"
                                               "[_vllm].jsonl)")
     args = ap.parse_args()
@@ -108,7 +121,7 @@ def main() -> None:
     else:       # speculation off: constrained sequences do not draft, and the comparison is of the mask's cost
         engine = CpuEngine(path, "SmolLM2-135M-Instruct", speculative=SpecConfig(), config=CpuEngineSettings())
     info = model_info("SmolLM2-135M-Instruct", path, load_tokenizer(path))
-    file = lines(args.lines)
+    file = lines(args.lines, tuple(args.kinds.split(",")))
     bodies = [b for b, _ in file]
     free = [{k: v for k, v in b.items() if k != "response_format"} for b in bodies]
     prompts = tokenize("/v1/chat/completions", bodies, info)
