@@ -26,7 +26,17 @@ class Bell:
 
     def __init__(self, data_dir: Path, name: str) -> None:
         self.path = Path(data_dir) / "bells" / name
+        self._create()
         self.seen = self._stamp()
+
+    def _create(self) -> None:
+        """Create the bell file if it is missing, empty and untouched if it is there: a ring is then one
+        append to an existing file, one change a waiter sees (creating it in the ring would be two)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except OSError:            # there already, or cannot be made: a ring then costs the waiter a poll
+            pass
 
     def _stamp(self) -> tuple[int, int]:
         try:
@@ -38,13 +48,15 @@ class Bell:
     def ring(self) -> None:
         """Wake whoever waits on this bell; never raises (a missed ring only costs the waiter a poll)."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # A write, not utime alone: the counter changes size too, so even a coarse-mtime file system
-            # shows a change within one tick.
-            with open(self.path, "a") as f:
-                f.write(".")
-            if self.path.stat().st_size > 4096:
-                self.path.write_text(".")
+            # One append, not utime alone: the size changes too, so even a coarse-mtime file system shows
+            # every ring. Kept short by a truncate now and then (a waiter may then wake once more: harmless).
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(fd, b".")
+                if os.fstat(fd).st_size > 4096:
+                    os.ftruncate(fd, 0)
+            finally:
+                os.close(fd)
         except OSError:
             pass
 

@@ -7,7 +7,6 @@ own process, so its memory can be read from /proc while 100 MB bodies are thrown
 from __future__ import annotations
 
 import json
-import select
 import socket
 import time
 from urllib.parse import quote
@@ -16,6 +15,7 @@ import httpx
 import pytest
 
 from tests.conftest import TINY
+from tests.harness.sockets import ready
 from tests.live import chat_lines, jsonl
 
 KEYS = {"ka1": "sk-alpha-one-4f1d9c", "ka2": "sk-alpha-two-77e0ab", "kb1": "sk-beta-one-c3a9e2"}
@@ -48,8 +48,7 @@ def raw_request(port: int, head: bytes, body_bytes: int, chunked: bool) -> tuple
     test fails here), then try to push body_bytes anyway. Returns (status, body bytes the server let in)."""
     s = socket.create_connection(("127.0.0.1", port))
     s.sendall(head)
-    ready, _, _ = select.select([s], [], [], 20)
-    assert ready, "no answer within 20 s to headers alone"
+    assert ready([s], 20)[0], "no answer within 20 s to headers alone"
     answer = s.recv(65536)
     status = int(answer.split(b" ", 2)[1])
     pushed, chunk = 0, b"x" * (256 * 1024)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import resource
-import select
 import socket
 import threading
 import time
@@ -19,6 +18,7 @@ from blendserve.protocol.bodies import model_info
 from blendserve.scheduler.validation import LineError, ValidRequest, validate
 from blendserve.worker.bounded_http import BoundedHTTPServer
 from tests.conftest import SQLITE_ONLY, TINY
+from tests.harness.sockets import ready
 
 KEYS = {"alpha": "sk-doors-alpha-51f0", "beta": "sk-doors-beta-9a3c"}
 MB = 1024 * 1024
@@ -50,7 +50,7 @@ def answer_to_huge_header(port: int, size: int) -> tuple[bytes, float]:
     try:
         s.sendall(head)
         while sent < size and time.monotonic() - t0 < 10:
-            readable, writable, _ = select.select([s], [s], [], 0.5)
+            readable, writable = ready([s], 0.5, write=True)
             if readable:
                 break
             if writable:
@@ -60,7 +60,7 @@ def answer_to_huge_header(port: int, size: int) -> tuple[bytes, float]:
                     continue
                 except (BrokenPipeError, ConnectionResetError):
                     break
-        select.select([s], [], [], 5)
+        ready([s], 5)
         took = time.monotonic() - t0
         try:
             return s.recv(4096), took
@@ -124,35 +124,37 @@ def test_bodies_on_a_kept_connection_are_not_counted_as_heads(api):
 def test_slow_heads_are_closed_after_the_timeout(api):
     """A thousand connections that never finish their heads (silent, or a byte at a time) are all closed
     once BLENDSERVE_LIMIT_HEADER_TIMEOUT_S (1.5 s here) has passed; a prompt request is served meanwhile."""
-    socks = []
-    room = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    for i in range(1000 if room >= 4096 else 400):       # the test and the API each hold one end
-        s = socket.create_connection(("127.0.0.1", api.port))
-        if i % 2:
-            s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n")
-        socks.append(s)
-    drip = socks[1]
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < 2.5:
-        try:
-            drip.sendall(b"X")         # one more byte of a header now and then: the deadline stays
-        except (BrokenPipeError, ConnectionResetError):
-            break
-        time.sleep(0.2)
-    assert httpx.get(f"{api.base_url.removesuffix('/v1')}/health", timeout=30).status_code == 200
-    deadline, open_ = time.monotonic() + 30, set(range(len(socks)))      # generous: CI machines are loaded
-    while open_ and time.monotonic() < deadline:
-        readable, _, _ = select.select([socks[i] for i in open_], [], [], 0.5)
-        for s in readable:
+    socks: list[socket.socket] = []
+    try:
+        room = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        for i in range(1000 if room >= 4096 else 400):       # the test and the API each hold one end
+            s = socket.create_connection(("127.0.0.1", api.port))
+            if i % 2:
+                s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n")
+            socks.append(s)
+        drip = socks[1]
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 2.5:
             try:
-                data = s.recv(4096)
-            except ConnectionResetError:
-                data = b""
-            if not data or data.startswith(b"HTTP/1.1 408"):
-                open_.discard(socks.index(s))
-    took = time.monotonic() - t0
-    for s in socks:
-        s.close()
+                drip.sendall(b"X")         # one more byte of a header now and then: the deadline stays
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            time.sleep(0.2)
+        assert httpx.get(f"{api.base_url.removesuffix('/v1')}/health", timeout=30).status_code == 200
+        deadline, open_ = time.monotonic() + 30, set(range(len(socks)))      # generous: CI machines are loaded
+        while open_ and time.monotonic() < deadline:
+            readable, _ = ready([socks[i] for i in open_], 0.5)
+            for s in readable:
+                try:
+                    data = s.recv(4096)
+                except ConnectionResetError:
+                    data = b""
+                if not data or data.startswith(b"HTTP/1.1 408"):
+                    open_.discard(socks.index(s))
+        took = time.monotonic() - t0
+    finally:            # a failure here must not leave a thousand descriptors to the tests after it
+        for s in socks:
+            s.close()
     assert not open_, f"{len(open_)} slow connections still open after {took:.1f} s"
 
 
@@ -245,7 +247,7 @@ def test_the_worker_port_bounds_its_threads():
         with socket.create_connection(("127.0.0.1", server.server_address[1])) as silent:
             silent.sendall(b"GET / HTTP/1.1\r\n")            # and no more: its thread is given back
             t0 = time.monotonic()
-            assert select.select([silent], [], [], 10)[0] and silent.recv(100) == b""
+            assert ready([silent], 10)[0] and silent.recv(100) == b""
             assert time.monotonic() - t0 < 3
     finally:
         gate.set()

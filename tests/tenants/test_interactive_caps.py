@@ -5,7 +5,6 @@ one holds its whole share."""
 from __future__ import annotations
 
 import json
-import select
 import socket
 import threading
 import time
@@ -14,6 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import SQLITE_ONLY, TINY
+from tests.harness.sockets import ready
 
 pytestmark = SQLITE_ONLY       # the interactive lane does not go through the database
 
@@ -67,7 +67,7 @@ def abandon(d, body: dict, after: float) -> None:
                   % (KEYS["alpha"].encode(), len(payload), payload))
         got, deadline = b"", time.monotonic() + after
         while (left := deadline - time.monotonic()) > 0:
-            if select.select([s], [], [], left)[0]:
+            if ready([s], left)[0]:
                 chunk = s.recv(65536)
                 assert chunk, "the API hung up first"
                 got += chunk
