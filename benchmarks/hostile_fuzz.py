@@ -133,8 +133,9 @@ def alice_round(d: Deployment, seconds: float, every: float, work) -> dict:
             "batch_failed": b.request_counts.failed, "batch_s": round(batch_s, 1), **(extra or {})}
 
 
-def mallory(d: Deployment, n: int, concurrency: int, batch_every: int) -> dict:
+def mallory(d: Deployment, n: int, concurrency: int, batch_every: int, only: list[int] | None = None) -> dict:
     kinds = hostile()
+    order = only or list(range(len(kinds)))
     statuses: Counter = Counter()
     per_kind: dict[str, Counter] = {}
     lines: list[dict] = []
@@ -153,7 +154,7 @@ def mallory(d: Deployment, n: int, concurrency: int, batch_every: int) -> dict:
     http = httpx.Client(base_url=d.base_url, headers={"Authorization": f"Bearer {KEYS['mallory']}"}, timeout=300,
                         limits=httpx.Limits(max_connections=concurrency))
     with ThreadPoolExecutor(concurrency) as pool:
-        for i, kind in zip(range(n), itertools.cycle(range(len(kinds)))):
+        for i, kind in zip(range(n), itertools.cycle(order)):
             if batch_every and i % batch_every == 0 and (line := batch_line(i, *kinds[kind])) is not None:
                 lines.append(line)
                 continue
@@ -180,6 +181,8 @@ def main() -> None:
     ap.add_argument("--batch-every", type=int, default=10, help="every n-th hostile request goes in a batch file")
     ap.add_argument("--chat-every", type=float, default=0.5)
     ap.add_argument("--baseline-s", type=float, default=30.0)
+    ap.add_argument("--kinds", type=lambda v: [int(k) for k in v.split(",")],
+                    help="only these kinds of hostile(), by index, in turn (e.g. 13 or 5,6); default: all")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/hostile_fuzz.jsonl"))
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bs-hostile-"))
@@ -192,9 +195,9 @@ def main() -> None:
         worker = d.procs["worker"]
         alone = alice_round(d, args.baseline_s, args.chat_every, lambda: None)
         beside = alice_round(d, 0, args.chat_every,
-                             lambda: mallory(d, args.requests, args.concurrency, args.batch_every))
+                             lambda: mallory(d, args.requests, args.concurrency, args.batch_every, args.kinds))
         log = d.log("worker", tail=None)
-        row = {"requests": args.requests, "alone": alone, "beside": beside,
+        row = {"requests": args.requests, "kinds": args.kinds or "all", "alone": alone, "beside": beside,
                "alice_chat_p99_ratio": round(beside["chat_p99_s"] / alone["chat_p99_s"], 2)
                if alone["chat_p99_s"] and beside["chat_p99_s"] else None,
                "alice_batch_ratio": round(beside["batch_s"] / alone["batch_s"], 2),

@@ -21,7 +21,6 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx
@@ -32,6 +31,7 @@ from starlette.types import Receive
 
 from blendserve.api.errors import APIError
 from blendserve.core.limit_settings import LimitSettings
+from blendserve.protocol.answer_size import AnswerLimits, check_answer, top_of
 from blendserve.protocol.fields import BodyError
 from blendserve.protocol.nesting import MAX_DEPTH, check_depth
 
@@ -45,7 +45,7 @@ class Shares:
     def __init__(self, limits: LimitSettings, keyed: bool) -> None:
         # Without API keys every caller is one tenant, with nobody to share with: no cap.
         self.cap = limits.interactive_per_tenant if keyed else 0
-        self.limits = limits
+        self.answer = AnswerLimits.of(limits)
         self.in_flight: dict[str, int] = {}
         self.contexts: dict[str, int] = {}
 
@@ -79,22 +79,13 @@ class Shares:
                 check_depth(body)
             except BodyError as e:
                 raise APIError(400, e.message, code=e.code) from None
-        n = _count(body.get("n"), 1)
         asked = next((body[k] for k in ("max_completion_tokens", "max_tokens", "max_output_tokens")
                       if body.get(k) is not None), None)
-        tokens = _count(asked, 0) or self._context(model, checkpoint)
-        top = _count(body.get("top_logprobs"), 0) if body.get("logprobs") is not False else 0
-        if isinstance(body.get("logprobs"), int) and not isinstance(body.get("logprobs"), bool):
-            top = max(top, _count(body["logprobs"], 0))      # completions: logprobs is the count
-        if n * tokens > self.limits.output_tokens:
-            raise APIError(400, f"n * max_tokens ({n} * {tokens}) exceeds the limit of {self.limits.output_tokens} "
-                           "tokens per request (BLENDSERVE_LIMIT_OUTPUT_TOKENS); ask for fewer choices or set a "
-                           "smaller max_tokens.", param="n", code="output_limit_exceeded")
-        if top * n * tokens > self.limits.logprob_entries:
-            raise APIError(400, f"top_logprobs * n * max_tokens ({top} * {n} * {tokens}) exceeds the limit of "
-                           f"{self.limits.logprob_entries} logprob entries per request "
-                           "(BLENDSERVE_LIMIT_LOGPROB_ENTRIES).", param="top_logprobs",
-                           code="logprobs_limit_exceeded")
+        try:
+            check_answer(body.get("n"), asked, top_of(body.get("logprobs"), body.get("top_logprobs")),
+                         self._context(model, checkpoint), self.answer)
+        except BodyError as e:
+            raise APIError(400, e.message, param=e.param, code=e.code) from None
 
     def _context(self, model: str, checkpoint: Path | None) -> int:
         if model not in self.contexts:
@@ -103,12 +94,6 @@ class Shares:
                 return FALLBACK_CONTEXT      # asked again next time: the checkpoint may appear
             self.contexts[model] = found
         return self.contexts[model]
-
-
-def _count(value: Any, default: int) -> int:
-    """A count from a body as the worker will read it; anything not a positive integer counts as `default`
-    (the worker answers that with its own 400)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
 def _read_context(checkpoint: Path | None) -> int | None:

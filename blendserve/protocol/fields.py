@@ -29,6 +29,7 @@ class ModelInfo:
     tool_calls: bool = False
     vocab_size: int | None = None   # token ids a prompt may hold are below it (None: unknown, below 2**31)
     grammar: Any = None             # output schemas' GrammarLimits (protocol/grammar_limits.py); None: the defaults
+    answer: Any = None              # one answer's AnswerLimits (protocol/answer_size.py); None: the defaults
 
 
 def is_token_ids(v: Any, vocab_size: int | None) -> bool:

