@@ -1,6 +1,7 @@
 """Shared fixtures: a tiny real model, the two databases, and live deployments."""
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -26,9 +27,17 @@ def tiny_model(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2_models(tmp_path_factory) -> Path:
-    """SmolLM2 converted from its GGUF once per session (the slowest set-up step) into a shared models dir."""
+    """SmolLM2 converted from its GGUF once per run (the slowest set-up step) into a shared models dir: with
+    pytest-xdist, in the run's base folder that every worker's own sits in, so the workers convert it once
+    between them (ensure_checkpoint renames a finished conversion into place: a worker sees none or all)."""
     from blendserve.core.modelstore import ensure_checkpoint, smollm2_gguf_path
 
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        models = tmp_path_factory.getbasetemp().parent / "models"
+        with open(models.with_suffix(".lock"), "w") as lock:     # one worker converts; the others wait for it
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            ensure_checkpoint(smollm2_gguf_path(), models)
+        return models
     models = tmp_path_factory.mktemp("models")
     ensure_checkpoint(smollm2_gguf_path(), models)
     return models
