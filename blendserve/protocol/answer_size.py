@@ -46,9 +46,10 @@ def top_of(logprobs: Any, top_logprobs: Any) -> int:
 
 def check_answer(n: Any, max_tokens: Any, top: int, context_length: int, limits: AnswerLimits | None) -> None:
     """Raise BodyError (the API's codes and words) when an answer of ``n`` choices of ``max_tokens`` tokens
-    (None: the rest of the context, counted as all of it) with ``top`` logprobs each would pass the bounds."""
+    (None: the rest of the context, counted as all of it) with ``top`` logprobs each would pass the bounds.
+    A choice never outgrows the context: a max_tokens past it is the context rule's error, not this one's."""
     limits = limits or DEFAULT
-    n, tokens = count(n, 1), count(max_tokens, 0) or context_length
+    n, tokens = count(n, 1), min(count(max_tokens, 0) or context_length, context_length)
     if n * tokens > limits.output_tokens:
         raise BodyError("output_limit_exceeded", f"n * max_tokens ({n} * {tokens}) exceeds the limit of "
                         f"{limits.output_tokens} tokens per request (BLENDSERVE_LIMIT_OUTPUT_TOKENS); ask for fewer "
