@@ -210,9 +210,10 @@ def test_choices_logprobs_and_a_json_schema_reach_the_server(engine: ServerEngin
 
 def test_a_server_with_its_defaults_is_fed_and_a_chat_streams_mid_batch(engine: ServerEngine,
                                                                       smollm2_checkpoint: Path) -> None:
-    """400 batch requests to a server started with SGLang's own running cap: the worker reads that cap (not
-    the launch argument) and keeps it in flight, or all the server's KV pool holds (requests of prompt +
-    max_tokens tokens); a chat sent mid-batch streams its answer (its start is printed: tests/feeding.py)."""
+    """A batch three windows long (at most 400 requests) to a server started with SGLang's own running cap: the
+    worker reads that cap (not the launch argument) and keeps it in flight, or all the server's KV pool holds
+    (requests of prompt + max_tokens tokens); a chat sent mid-batch streams its answer (its start is printed:
+    tests/feeding.py)."""
     assert_fed(engine, chat_ids(smollm2_checkpoint, "Complete the sentence: The capital of France is"),
                chat_ids(smollm2_checkpoint, "Name a colour.", SYSTEM), "SGLang")
 

@@ -69,9 +69,9 @@ def test_the_server_tells_its_model_and_capacity(server_engine: ServerEngine) ->
 
 def test_a_server_with_its_defaults_is_fed_and_a_chat_streams_mid_batch(server_engine: ServerEngine,
                                                                       smollm2_checkpoint: Path) -> None:
-    """400 batch requests to a server started with vLLM's own running cap: the worker reads it and keeps it
-    in flight, or all the server's KV pool holds; a chat sent mid-batch streams its answer (its start is
-    printed: tests/feeding.py)."""
+    """A batch three windows long (at most 400 requests) to a server started with vLLM's own running cap: the
+    worker reads it and keeps it in flight, or all the server's KV pool holds; a chat sent mid-batch streams
+    its answer (its start is printed: tests/feeding.py)."""
     assert_fed(server_engine, chat_ids(smollm2_checkpoint, "Complete the sentence: The capital of France is"),
                chat_ids(smollm2_checkpoint, "Name a colour.", SYSTEM), "vLLM")
 
