@@ -34,6 +34,7 @@ WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}   # of a completion wind
 
 SMOLLM2 = "SmolLM2-135M-Instruct"
 WORKER_SECRET_HEADER = "X-BlendServe-Worker-Secret"   # carries BLENDSERVE_WORKER_SECRET from the API to workers
+TENANT_HEADER = "X-BlendServe-Tenant"   # an interactive call's tenant, from the API to the worker (its fair share)
 
 
 def _items(value: str) -> list[str]:

@@ -26,7 +26,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from blendserve.core.config import WORKER_SECRET_HEADER
+from blendserve.core.config import TENANT_HEADER, WORKER_SECRET_HEADER
 from blendserve.protocol.bodies import check_interactive
 from blendserve.protocol.fields import BodyError, ModelInfo, token_id_error
 from blendserve.protocol.requests import RequestBody
@@ -152,7 +152,8 @@ class InteractiveServer:
             self.sent.add(key)
             call.events.put(("tokens", (choice, ids, logprobs)))
 
-        self._put(GenRequest(key, req.prompt_ids, params, on_tokens=on_tokens if req.stream else None))
+        self._put(GenRequest(key, req.prompt_ids, params, on_tokens=on_tokens if req.stream else None,
+                             tenant=h.headers.get(TENANT_HEADER, "")))
         try:
             if req.stream:
                 self._stream(h, call, texts, req.include_usage, params.logprobs is not None)
@@ -174,7 +175,7 @@ class InteractiveServer:
                 call.events.put(("tokens", (ids, logprobs)))
 
             req = dataclasses.replace(req, on_tokens=on_tokens)
-        self._put(req)
+        self._put(dataclasses.replace(req, tenant=h.headers.get(TENANT_HEADER, "")))
         try:
             if streaming:
                 interactive_api.stream(h, call, body, self.model_name, self.tokenizer)

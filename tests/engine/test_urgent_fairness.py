@@ -60,3 +60,22 @@ def test_a_stream_of_interactive_prompts_never_stops_batch_work(tiny_model: Path
         worst = max(worst, without)
     assert worst <= Scheduler.RUSH_STEPS
     assert all(results[r.key].completion_tokens == 30 for r in batch)
+
+
+def test_tenants_take_turns_at_interactive_prefill(tiny_model: Path) -> None:
+    """One tenant's six chats, each a little shorter than another tenant's one, all arriving together: the
+    other tenant's chat is prefilled in the first step beside the first tenant's first, not after all six
+    (shortest first alone would put it last); every output still equals running alone."""
+    e = engine(tiny_model, max_running=16, step_tokens=64, kv_capacity_tokens=8192)
+    e.step_log = []
+    many = [GenRequest(-1 - i, prompt(10 + i, 24), SamplingParams(max_tokens=2, temperature=0.0), tenant="m")
+            for i in range(6)]
+    one = GenRequest(-9, prompt(3, 30), SamplingParams(max_tokens=2, temperature=0.0), tenant="a")
+    polls = iter([[*many, one]])
+    results = {r.key: r for r in e.generate([], urgent=lambda: next(polls, []))}
+    first = [c.seq.key for c in e.step_log[0].chunks]
+    assert first[:2] == [-1, -9], f"the first tenant's first chat, then the other tenant's: {first}"
+    done = {k: i for i, keys in enumerate(_keys(e)) for k in keys}
+    assert done[-9] < max(done[r.key] for r in many), "the one chat did not wait for all six"
+    for r in [*many, one]:
+        assert results[r.key].output_ids == alone(tiny_model, r)

@@ -11,6 +11,7 @@ that is stopping, is skipped for the next one before the caller sees a 503.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -23,6 +24,7 @@ from blendserve.api.errors import APIError
 from blendserve.api.interactive_caps import relay
 from blendserve.api.lanes import Lanes
 from blendserve.api.schemas import ERRORS, ChatCompletion, Completion
+from blendserve.core.config import TENANT_HEADER
 
 router = APIRouter(tags=["completions"])
 
@@ -49,17 +51,20 @@ async def _forward(request: Request, st: AppState, path: str) -> Response:
                        param="model", code="model_not_found")
     lanes = st.lanes
     lanes.shares.check_size(body, model, lanes.checkpoints.get(model), raw)   # 400 past the body's bounds
-    release = lanes.shares.take(request.scope["state"].get("owner") or "")   # 429 past the tenant's share
-    return await relay(request, _upstream(lanes, model, path, raw), release)
+    owner = request.scope["state"].get("owner") or ""
+    release = lanes.shares.take(owner)                                       # 429 past the tenant's share
+    return await relay(request, _upstream(lanes, model, path, raw, owner), release)
 
 
-async def _upstream(lanes: Lanes, model: str, path: str, raw: bytes) -> httpx.Response:
-    """The first live worker's response (its body not read yet)."""
+async def _upstream(lanes: Lanes, model: str, path: str, raw: bytes, owner: str) -> httpx.Response:
+    """The first live worker's response (its body not read yet). The worker learns the caller's tenant, whose
+    turn its engine keeps among other tenants' interactive work (docs/design.md §12.3)."""
+    tenant = hashlib.blake2b(owner.encode(), digest_size=8).hexdigest() if owner else ""   # any name, header-safe
+    headers = {"content-type": "application/json", TENANT_HEADER: tenant}
     for url in await lanes.for_model(model):
         try:
             upstream = await lanes.http().send(
-                lanes.http().build_request("POST", url + path, content=raw,
-                                           headers={"content-type": "application/json"}), stream=True)
+                lanes.http().build_request("POST", url + path, content=raw, headers=headers), stream=True)
         except httpx.TransportError:
             lanes.forget()                   # that worker is gone: re-read the list next time
             continue

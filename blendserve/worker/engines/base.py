@@ -25,6 +25,9 @@ class GenRequest:
     # n > 1 or logprobs, engines that can say pass `choice=` (the choice's index) and `logprobs=` (a
     # TokenLogprob per id) as keywords.
     on_tokens: Callable[[list[int]], None] | None = field(default=None, compare=False)
+    # Interactive requests: the caller's tenant (the API's TENANT_HEADER), whose turn an engine that orders
+    # interactive work keeps among other tenants' (the CPU engine's scheduler). "": none named.
+    tenant: str = ""
 
 
 @dataclass

@@ -167,7 +167,7 @@ class CpuEngine:
 
         def choice(i: int) -> Sequence:
             grammar = self.grammars.state(p.json_schema, p.strict_schema) if p.json_schema is not None else None
-            return Sequence(request.key, list(ids), len(ids), choice=i,
+            return Sequence(request.key, list(ids), len(ids), choice=i, tenant=request.tenant,
                             state=(request, SamplingState(p, grammar, i), StopChecker(self.tokenizer, p.stop)))
 
         seq = choice(0)

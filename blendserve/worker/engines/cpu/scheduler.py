@@ -24,7 +24,8 @@ Shaped after vLLM V1's scheduler (there is no separate prefill or decode phase):
 * Urgent (interactive) sequences (``admit_urgent``) skip the line: they join
   the running set at once, past the running cap, ahead of every batch
   sequence, so they get the step's budget first and are never the ones
-  preempted while a batch sequence is left, shortest remaining prompt first.
+  preempted while a batch sequence is left; tenants take turns among them,
+  shortest remaining prompt first within a turn (``turns``).
   The step that finishes one's prefill runs interactive work alone (no batch
   decode, prefill or admission): its time is the interactive request's time
   to first token, after the step in flight; at most RUSH_STEPS such steps
@@ -43,11 +44,28 @@ Shaped after vLLM V1's scheduler (there is no separate prefill or decode phase):
 """
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 
 from blendserve.worker.engines.cpu.block_manager import BlockManager, block_hash
 from blendserve.worker.engines.cpu.sequence import ScheduledChunk, Sequence, Step
+
+
+def turns(urgent: list[Sequence]) -> list[Sequence]:
+    """Interactive sequences in the order they get a step's tokens: tenants take turns, and within a tenant,
+    and within a turn, the shortest rest of prompt first. So a short chat's prefill never queues behind
+    another caller's long prompt (one tenant's 7,000-token prompts would otherwise delay every other chat),
+    and a tenant's k-th request waits for every other tenant's first k (one tenant's many short chats
+    would otherwise fill each step before another tenant's one chat)."""
+    def rest(s: Sequence) -> int:
+        return max(s.prompt_len - s.computed, 0)
+
+    taken: Counter[str] = Counter()
+    ranked = []
+    for s in sorted(urgent, key=rest):
+        ranked.append((taken[s.tenant], rest(s), len(ranked), s))
+        taken[s.tenant] += 1
+    return [s for *_, s in sorted(ranked, key=lambda r: r[:3])]
 
 
 class Scheduler:
@@ -150,10 +168,8 @@ class Scheduler:
 
     def _shares(self, budget: int) -> tuple[int, int]:
         """This step's tokens for batch work and for interactive prefill; orders the interactive sequences."""
-        # Interactive prompts shortest rest first: a short chat's prefill never queues behind another
-        # caller's long prompt (one tenant's 7,000-token prompts would otherwise delay every other chat).
         urgent = sum(s.urgent for s in self.running)
-        self.running[:urgent] = sorted(self.running[:urgent], key=lambda s: max(s.prompt_len - s.computed, 0))
+        self.running[:urgent] = turns(self.running[:urgent])
         # Batch work this step: none while an interactive prompt finishes its prefill in it (a CPU step's
         # time grows with every token in it, and that step is the request's time to first token), at most
         # ``batch_cap`` tokens while interactive work is about (set by the engine), else the budget. Batch

@@ -20,6 +20,7 @@ class Sequence:
     finish_reason: str | None = None
     text: str | None = None           # set when a stop string cut the output
     urgent: bool = False              # an interactive request: ahead of batch work
+    tenant: str = ""                  # an interactive request's tenant (GenRequest.tenant): turns among tenants
     lookup: Any = None                # the drafter's index of this sequence (speculative decoding)
     choice: int = 0                   # which of its request's n choices this is
     # Choices 1..n-1 of an n > 1 request, held by choice 0 until its prompt is computed: they then take its
