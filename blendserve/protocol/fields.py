@@ -87,8 +87,9 @@ def check_int(body: dict, key: str, lo: int) -> int | None:
     return v
 
 
-def check_logit_bias(bias: Any) -> None:
-    """OpenAI's shape: token ids (as JSON object keys, so strings) to biases in [-100, 100]."""
+def check_logit_bias(bias: Any, vocab_size: int | None = None) -> None:
+    """OpenAI's shape: token ids (as JSON object keys, so strings) to biases in [-100, 100]; an id the model
+    does not have (at or past ``vocab_size``) is refused, as OpenAI refuses it, not silently dropped."""
     if bias is None:
         return
     if not isinstance(bias, dict):
@@ -96,6 +97,9 @@ def check_logit_bias(bias: Any) -> None:
     for k, v in bias.items():
         if not (k.isascii() and k.isdigit()) or len(k) > 10:
             raise BodyError("invalid_value", f"'logit_bias' keys must be token ids, got {k!r}.", "logit_bias")
+        if vocab_size is not None and int(k) >= vocab_size:
+            raise BodyError("invalid_value", f"Invalid key in 'logit_bias': {k}. The model's token ids are below "
+                            f"{vocab_size}.", "logit_bias")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not -100 <= v <= 100:
             raise BodyError("invalid_value", f"'logit_bias' values must be numbers between -100 and 100, got {v!r}.",
                        "logit_bias")

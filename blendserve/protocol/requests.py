@@ -129,7 +129,7 @@ class ChatCompletionRequest(_ChatShaped, Sampling):
         stream_rules(body, door, _STREAM_OPTIONS, usage=True)
         sampled = {k: v for k, v in body.items() if k not in ("stream", "stream_options")} if door.interactive \
             else body
-        check_sampling(sampled, CHAT, door.info.tool_calls, door.info.grammar)
+        check_sampling(sampled, CHAT, door.info.tool_calls, door.info.grammar, door.info.vocab_size)
         messages = check_messages(body.get("messages"))
         mt = check_int(body, "max_completion_tokens", 1)
         return messages, mt if mt is not None else check_int(body, "max_tokens", 1)
@@ -149,7 +149,7 @@ class CompletionRequest(Sampling):
         stream_rules(body, door, _STREAM_OPTIONS, usage=True)
         sampled = {k: v for k, v in body.items() if k not in ("stream", "stream_options")} if door.interactive \
             else body
-        check_sampling(sampled, COMPLETIONS, door.info.tool_calls, door.info.grammar)
+        check_sampling(sampled, COMPLETIONS, door.info.tool_calls, door.info.grammar, door.info.vocab_size)
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
             prompt = prompt[0]

@@ -33,10 +33,10 @@ KNOWN = APPLIED | DESCRIPTIVE | UNSUPPORTED.keys()
 
 
 def check_sampling(body: dict, endpoint: str = "/v1/chat/completions", tool_calls: bool = False,
-                   grammar: GrammarLimits | None = None) -> None:
+                   grammar: GrammarLimits | None = None, vocab_size: int | None = None) -> None:
     """The body's sampling parameters, as OpenAI checks them. `tool_calls`: the model's chat template has a
     tool-call format (ModelInfo.tool_calls), so tool_choice "auto" can be served; `grammar`: the deployment's
-    limits on output schemas (ModelInfo.grammar)."""
+    limits on output schemas (ModelInfo.grammar); `vocab_size`: logit_bias keys are token ids below it."""
     if body.get("stream"):
         raise BodyError("stream_unsupported", "'stream': true is not allowed in a batch.", "stream")
     unknown = sorted(body.keys() - KNOWN)
@@ -48,7 +48,7 @@ def check_sampling(body: dict, endpoint: str = "/v1/chat/completions", tool_call
                 or DEFAULTS.get(key) == v:
             continue        # null, off, empty or the default: asks for nothing we do not do
         raise BodyError("unsupported_parameter", f"'{key}': {UNSUPPORTED[key]}.", key)
-    check_logit_bias(body.get("logit_bias"))
+    check_logit_bias(body.get("logit_bias"), vocab_size)
     check_number(body, "temperature", 0.0, 2.0)
     check_number(body, "top_p", 0.0, 1.0)
     check_number(body, "presence_penalty", -2.0, 2.0)

@@ -48,7 +48,7 @@ def test_applied_or_descriptive_parameters_pass(info, body):
 
 
 @pytest.mark.parametrize("bias", [{"x": 1}, {"-1": 1}, {"1.5": 1}, {"3": 101}, {"3": -100.5}, {"3": "1"},
-                                  {"3": True}, [1, 2], "bias", {"99999999999": 1}])
+                                  {"3": True}, [1, 2], "bias", {"99999999999": 1}, {"99999999": 1}])
 def test_logit_bias_is_validated(info, bias):
     out = check(info, logit_bias=bias)
     assert isinstance(out, LineError) and out.code == "invalid_value" and out.param == "logit_bias"
