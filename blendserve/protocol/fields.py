@@ -98,8 +98,8 @@ def check_logit_bias(bias: Any, vocab_size: int | None = None) -> None:
         if not (k.isascii() and k.isdigit()) or len(k) > 10:
             raise BodyError("invalid_value", f"'logit_bias' keys must be token ids, got {k!r}.", "logit_bias")
         if vocab_size is not None and int(k) >= vocab_size:
-            raise BodyError("invalid_value", f"Invalid key in 'logit_bias': {k}. The model's token ids are below "
-                            f"{vocab_size}.", "logit_bias")
+            raise BodyError("invalid_value", f"Invalid key in 'logit_bias': {k}. The model's vocabulary has "
+                            f"{vocab_size} tokens (ids 0 to {vocab_size - 1}).", "logit_bias")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not -100 <= v <= 100:
             raise BodyError("invalid_value", f"'logit_bias' values must be numbers between -100 and 100, got {v!r}.",
                        "logit_bias")

@@ -78,7 +78,9 @@ def test_a_request_sglang_cannot_run_fails_alone(sglang_deployment: Deployment) 
     assert (b.request_counts.completed, b.request_counts.failed) == (4, 1)
     err = read_lines(d.client(), b.error_file_id)
     assert [e["custom_id"] for e in err] == ["req-1"]
-    assert "vocabulary" in err[0]["error"]["message"]
+    # Refused at intake (the line's own 400, as OpenAI answers a logit_bias key the model does not have).
+    assert err[0]["response"]["status_code"] == 400
+    assert "vocabulary" in err[0]["response"]["body"]["error"]["message"]
     assert "engine stream failed" not in d.log("worker", tail=None)     # nothing else was charged a try
 
 
