@@ -9,12 +9,18 @@ import orjson
 from sqlalchemy import func, select
 
 from blendserve.core.bell import Bell, ring
-from blendserve.core.models import Chunk, Request
+from blendserve.core.config import Settings
+from blendserve.core.db import make_engine, make_sessionmaker
+from blendserve.core.engine_settings import EchoSettings
+from blendserve.core.models import Batch, Chunk, File, Request
+from blendserve.migrations.upgrade import upgrade
 from blendserve.scheduler import planning
 from blendserve.scheduler.service import Scheduler
+from blendserve.worker.engines.echo import EchoEngine
+from blendserve.worker.service import WorkerService
 from tests.api.conftest import in_process_api
 from tests.conftest import TINY
-from tests.live import chat_lines
+from tests.live import chat_lines, pg_schema_url
 from tests.reliability.inproc import add_batch, settings
 from tests.test_control_plane_planning import _admit, _round
 
@@ -80,3 +86,45 @@ def test_the_apis_create_and_cancel_ring_the_schedulers_bell(tmp_path, tiny_mode
         assert batches.rang()
         assert http.post(f"/batches/{bid}/cancel").status_code == 200
         assert batches.rang()
+
+
+def test_a_backed_off_worker_claims_a_rounds_chunk_as_soon_as_the_bell_rings(tmp_path, backend):
+    """An idle worker backs off its claims (up to 4 poll intervals, here 4 s): the scheduler's ring must
+    end that back-off, both the wait and the process's empty-claim mark, or a batch's first chunk waits
+    for it."""
+    st = Settings(data_dir=tmp_path, database_url="" if backend == "sqlite" else pg_schema_url(),
+                  lease_seconds=30, poll_interval_s=1.0, interactive=False)
+    upgrade(st.db_url)
+    engine = make_engine(st.db_url)
+    sessions = make_sessionmaker(engine)
+    now = time.time()
+    with sessions.begin() as s:
+        s.add(File(id="file-in", owner="o", filename="in.jsonl", purpose="batch", bytes=0, created_at=int(now)))
+        s.add(Batch(id="batch_x", owner="o", endpoint="/v1/chat/completions", model="m", input_file_id="file-in",
+                    completion_window="24h", status="in_progress", created_at=int(now), in_progress_at=int(now),
+                    expires_at=int(now) + 3600, total=1))
+    svc = WorkerService(st, EchoEngine("m", tokens_per_s=1e6, prefill_tokens_per_s=1e9, max_running=8,
+                                       config=EchoSettings()), "echo")
+    stop = threading.Event()
+    thread = threading.Thread(target=svc.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        time.sleep(3.5)                          # three empty claims: the back-off is at 2-4 s now
+        with sessions.begin() as s:
+            chunk = Chunk(model="m", seq=0, status="pending", attempts=0, size=1, created_at=time.time())
+            s.add(chunk)
+            s.flush()
+            s.add(Request(batch_id="batch_x", line=0, custom_id="c0", model="m", body={}, prompt_ids=b"",
+                          prompt_tokens=0, max_tokens=4, status="planned", chunk_id=chunk.id, position=0))
+        t0 = time.monotonic()
+        ring(tmp_path, "chunks")
+        while time.monotonic() - t0 < 5.0:
+            with sessions() as s:
+                if s.scalar(select(Chunk.status)) != "pending":
+                    break
+            time.sleep(0.01)
+        assert time.monotonic() - t0 < 0.5, "the ring must end the worker's claim back-off"
+    finally:
+        stop.set()
+        thread.join(10)
+        engine.dispose()

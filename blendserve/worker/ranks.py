@@ -123,6 +123,12 @@ class Claims:
             self.empty_at, self.empty = (time.monotonic(), self.empty + 1) if got is None else (float("-inf"), 0)
             return got
 
+    def wake(self) -> None:
+        """Work was announced (the scheduler's `chunks` bell): the next claim asks the database at once, not
+        after the empty mark's back-off (up to IDLE_BACKOFF poll intervals: ~0.8 s of a batch's first result)."""
+        with self.lock:
+            self.empty_at, self.empty = float("-inf"), 0
+
     def timing(self) -> tuple[float, float, float]:
         """The calling thread's last claim, in ms: waiting for a sibling's claim, the transaction, and the
         transaction's CPU on this thread."""

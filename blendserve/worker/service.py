@@ -164,8 +164,10 @@ class WorkerService:
         with WORK:
             while not self.stop.is_set() and (left := deadline - time.monotonic()) > 0:
                 due = self.lane.due_in()
-                if due == 0.0 or self.chunks_bell.rang() or WORK.wait(min(left, 0.05, due if due is not None
-                                                                               else left)):
+                if self.chunks_bell.rang():
+                    self.ledger.claims.wake()
+                    return
+                if due == 0.0 or WORK.wait(min(left, 0.05, due if due is not None else left)):
                     return
 
     # -- the engine stream -------------------------------------------------------------------
