@@ -127,13 +127,26 @@ def test_cancel_sweeps_only_when_the_epoch_moves() -> None:
         e.close()
 
 
+def once(request: GenRequest):
+    """An `urgent` callback that hands `request` over once: the driver asks before every step, also before
+    the request's first token has come back, so one that hands it over until then can hand it over twice."""
+    handed: list[GenRequest] = []
+
+    def urgent() -> list[GenRequest]:
+        if handed:
+            return []
+        handed.append(request)
+        return [request]
+    return urgent
+
+
 def test_interactive_tokens_stream_to_the_worker_thread() -> None:
     e = make()
     got: list[tuple[list[int], str]] = []
     req = GenRequest(-1, [7, 7], SamplingParams(max_tokens=12),
                      on_tokens=lambda ids: got.append((ids, threading.current_thread().name)))
     try:
-        out = in_thread(lambda: list(e.generate([], urgent=lambda: [req] if not got else [])))
+        out = in_thread(lambda: list(e.generate([], urgent=once(req))))
         assert [r.key for r in out] == [-1]
         assert len(got) > 1 and sum((ids for ids, _ in got), []) == out[0].output_ids == expected([7, 7], 12)
         assert {name for _, name in got} != {"sglang-loop"}    # called from the stream's own thread
@@ -189,7 +202,7 @@ def test_the_stop_token_is_not_part_of_the_output() -> None:
     streamed = GenRequest(-1, [7, 7], SamplingParams(max_tokens=12), on_tokens=got.extend)
     try:
         out = run(e, [GenRequest(1, [1, 2], SamplingParams(max_tokens=12))],
-                  urgent=lambda: [streamed] if not got else [])
+                  urgent=once(streamed))
         assert out[1].output_ids == expected([1, 2], 3) and out[1].finish_reason == "stop"
         assert out[-1].output_ids == got == expected([7, 7], 3)
     finally:
