@@ -18,8 +18,7 @@ site=$(mktemp -d)
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$site" || { rm -rf "$site"; exit 1; }
 rm -rf "$site"
 # The suite in three processes (pytest-xdist), a test file to each at a time: most tests wait on servers and
-# subprocesses, so three keep two cores busy. Files go out in collection order, the long ones first
-# (tests/conftest.py), not xdist's most-tests-first. BLENDSERVE_TEST_WORKERS=0 runs it in this one process.
+# subprocesses, so three keep two cores busy. BLENDSERVE_TEST_WORKERS=0 runs it in this one process.
 # Threads that find no work sleep at once (OMP_WAIT_POLICY) rather than spin for a core the others need.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
-exec .venv/bin/python -m pytest -q -n "${BLENDSERVE_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder "$@"
+exec .venv/bin/python -m pytest -q -n "${BLENDSERVE_TEST_WORKERS:-3}" --dist loadfile "$@"

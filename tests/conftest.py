@@ -18,14 +18,6 @@ os.environ.setdefault("BLENDSERVE_CPU_THREADS", "1")
 TINY = "tiny-llama"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files marked `slow` (a minute or more each) first, the rest in their order: pytest-xdist hands out
-    whole files in this order (scripts/test.sh: --dist loadfile --no-loadscope-reorder), so the processes
-    do not end with one of them alone on a long file while the others idle."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
-
-
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
     from blendserve.core.modelstore import build_tiny_model

@@ -15,8 +15,6 @@ from blendserve.core.models import Batch, PlanningRound, Request, Worker
 from tests.conftest import TINY
 from tests.live import chat_lines, jsonl, wait_batch
 
-pytestmark = pytest.mark.slow     # a minute or more: started first (tests/conftest.py)
-
 
 @pytest.fixture(scope="module")
 def browser():

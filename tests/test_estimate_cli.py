@@ -6,11 +6,7 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from tests.live import chat_lines, jsonl
-
-pytestmark = pytest.mark.slow     # a minute or more: started first (tests/conftest.py)
 
 
 def _estimate(tiny_model, path, *args: str, **env_extra: str) -> subprocess.CompletedProcess:

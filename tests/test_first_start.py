@@ -11,15 +11,12 @@ import threading
 import time
 
 import httpx
-import pytest
 
 from blendserve.core.config import SMOLLM2, Settings
 from blendserve.core.embedstore import MINILM, ensure_minilm
 from blendserve.core.modelstore import smollm2_gguf_path
 from blendserve.core.served import first_start_work
 from tests.live import free_port
-
-pytestmark = pytest.mark.slow     # a minute or more: started first (tests/conftest.py)
 
 KEY = "first-start-key-5d21"
 

@@ -10,8 +10,6 @@ import pytest
 from tests.conftest import MAX_LINES, TINY
 from tests.live import chat_lines, jsonl, read_lines, run_batch, wait_batch
 
-pytestmark = pytest.mark.slow     # a minute or more: started first (tests/conftest.py)
-
 
 def good(i: int = 0, **body) -> dict:
     row = chat_lines(i + 1, TINY)[i]

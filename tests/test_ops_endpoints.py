@@ -5,13 +5,10 @@ import re
 import time
 
 import httpx
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import TINY
 from tests.live import TERMINAL, chat_lines, jsonl, run_batch
-
-pytestmark = pytest.mark.slow     # a minute or more: started first (tests/conftest.py)
 
 
 def _root(d) -> str:

@@ -1,12 +1,8 @@
 """Crashes lose nothing and duplicate nothing: a killed worker, a killed whole service."""
 from __future__ import annotations
 
-import pytest
-
 from tests.conftest import TINY
 from tests.live import ROLES, chat_lines, jsonl, read_lines, wait_batch
-
-pytestmark = pytest.mark.slow     # a minute or more: started first (tests/conftest.py)
 
 N, SLOW = 24, 1500
 

@@ -3,13 +3,10 @@ from __future__ import annotations
 
 import time
 
-import pytest
 import sqlalchemy as sa
 
 from tests.conftest import TINY
 from tests.live import chat_lines, jsonl, read_lines, run_batch, wait_batch
-
-pytestmark = pytest.mark.slow     # a minute or more: started first (tests/conftest.py)
 
 
 def test_three_workers_one_killed(make_deployment, backend):

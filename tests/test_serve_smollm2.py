@@ -8,14 +8,11 @@ import sys
 import time
 
 import httpx
-import pytest
 
 from blendserve.core.config import SMOLLM2
 from blendserve.core.embedstore import MINILM
 from examples.run_batch import run_batch as run_readme_example
 from tests.live import free_port, read_lines, run_batch
-
-pytestmark = pytest.mark.slow     # a minute or more: started first (tests/conftest.py)
 
 
 def test_serve_answers_with_smollm2(tmp_path, smollm2_models):

@@ -22,8 +22,6 @@ from schemathesis import GenerationMode
 from tests.conftest import TINY
 from tests.live import chat_lines, jsonl
 
-pytestmark = pytest.mark.slow     # a minute or more: started first (tests/conftest.py)
-
 EXAMPLES = int(os.environ.get("BLENDSERVE_FUZZ_EXAMPLES", "12"))
 # A failure inside hypothesis can arrive as an exception group (Python >= 3.11 only).
 _GROUP = getattr(builtins, "BaseExceptionGroup", Exception)

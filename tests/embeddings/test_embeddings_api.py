@@ -13,8 +13,6 @@ from blendserve.core.embedstore import MINILM
 from tests.conftest import TINY
 from tests.live import read_lines, run_batch
 
-pytestmark = pytest.mark.slow     # a minute or more: started first (tests/conftest.py)
-
 TEXTS = ["The cat sits on the mat.", "A feline rests on a rug.", "Quarterly revenue rose by 4%."]
 
 

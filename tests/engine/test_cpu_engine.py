@@ -16,8 +16,6 @@ from blendserve.worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
 from blendserve.worker.engines.cpu.model import Llama, default_dtype
 from blendserve.worker.engines.cpu.sampler import draw
 
-pytestmark = pytest.mark.slow     # a minute or more: started first (tests/conftest.py)
-
 GREEDY = SamplingParams(max_tokens=12, temperature=0.0)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import pytest
 import torch
 
 from blendserve.core.engine_settings import CpuEngineSettings
@@ -14,8 +13,6 @@ from blendserve.worker.engines.cpu import CpuEngine
 from blendserve.worker.engines.cpu.kv_cache import Chunk, KVPool, PagedAttention
 from blendserve.worker.engines.cpu.model import Llama, row_blocked
 from blendserve.worker.engines.cpu.native import paged_decode
-
-pytestmark = pytest.mark.slow     # a minute or more: started first (tests/conftest.py)
 
 
 def test_row_blocked_rows_do_not_depend_on_their_call() -> None:

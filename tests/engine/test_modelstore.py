@@ -36,7 +36,8 @@ def test_smollm2_checkpoint(smollm2_checkpoint: Path) -> None:
     start = time.monotonic()
     assert ensure_checkpoint(smollm2_gguf_path(), smollm2_checkpoint.parent) == smollm2_checkpoint
     assert time.monotonic() - start < 1.0
-    assert [p.name for p in smollm2_checkpoint.parent.iterdir()] == [smollm2_checkpoint.name]  # no temp dirs left
+    # No temporary sibling left (storage.build_once's `.NAME.*`); the shared models dir may hold other models.
+    assert not [p.name for p in smollm2_checkpoint.parent.iterdir() if p.name.startswith(".")]
     assert context_length(smollm2_checkpoint) == 8192
     tok = load_tokenizer(smollm2_checkpoint)
     assert eos_token_ids(smollm2_checkpoint) == [tok.convert_tokens_to_ids("<|im_end|>")]

@@ -2,12 +2,8 @@
 while a batch runs; it still completes with every custom_id exactly once and no error line."""
 from __future__ import annotations
 
-import pytest
-
 from tests.conftest import TINY
 from tests.harness.chaos import run_chaos
-
-pytestmark = pytest.mark.slow     # a minute or more: started first (tests/conftest.py)
 
 SETUPS = {
     # The embedded default: `serve` on SQLite, stopped whole and one role at a time.

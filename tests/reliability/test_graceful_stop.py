@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import signal
 
-import pytest
-
 from tests.conftest import TINY
 from tests.live import Deployment, chat_lines, jsonl, read_lines, wait_batch
-
-pytestmark = pytest.mark.slow     # a minute or more: started first (tests/conftest.py)
 
 N = 80
 
