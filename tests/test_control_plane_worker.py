@@ -16,13 +16,14 @@ from sqlalchemy import func, select, update
 from blendserve.core.config import Settings
 from blendserve.core.db import make_engine, make_sessionmaker
 from blendserve.core.engine_settings import EchoSettings
-from blendserve.core.models import Batch, Chunk, File, Request
+from blendserve.core.models import Batch, Chunk, Request
 from blendserve.migrations.upgrade import upgrade
 from blendserve.worker.engines.base import GenRequest, SamplingParams
 from blendserve.worker.engines.echo import EchoEngine
 from blendserve.worker.lane import Lane
 from blendserve.worker.service import WorkerService
 from tests.live import pg_schema_url
+from tests.reliability.inproc import planned_chunk, running_batch
 
 
 def _req(key: int, n: int) -> GenRequest:
@@ -110,19 +111,9 @@ def make_worker(tmp_path, backend):
         upgrade(st.db_url)
         engine = make_engine(st.db_url)
         sessions = make_sessionmaker(engine)
-        now = time.time()
-        with sessions.begin() as s:
-            s.add(File(id="file-in", owner="o", filename="in.jsonl", purpose="batch", bytes=0, created_at=int(now)))
-            s.add(Batch(id="batch_x", owner="o", endpoint="/v1/chat/completions", model="m", input_file_id="file-in",
-                        completion_window="24h", status="in_progress", created_at=int(now), in_progress_at=int(now),
-                        expires_at=int(now) + 3600, total=8 * chunks))
-            for c in range(chunks):
-                chunk = Chunk(model="m", seq=c, status="pending", attempts=0, size=8, created_at=now)
-                s.add(chunk)
-                s.flush()
-                s.add_all(Request(batch_id="batch_x", line=8 * c + k, custom_id=f"c{8 * c + k}", model="m", body={},
-                                  prompt_ids=b"", prompt_tokens=0, max_tokens=2000, status="planned",
-                                  chunk_id=chunk.id, position=k) for k in range(8))
+        running_batch(sessions, total=8 * chunks)
+        for c in range(chunks):
+            planned_chunk(sessions, seq=c, size=8, max_tokens=2000)
         echo = EchoEngine("m", tokens_per_s=50, prefill_tokens_per_s=1e9, max_running=max_running,
                           config=EchoSettings())
         svc = WorkerService(st, echo, "echo")

@@ -12,7 +12,7 @@ from blendserve.core.bell import Bell, ring
 from blendserve.core.config import Settings
 from blendserve.core.db import make_engine, make_sessionmaker
 from blendserve.core.engine_settings import EchoSettings
-from blendserve.core.models import Batch, Chunk, File, Request
+from blendserve.core.models import Chunk, Request
 from blendserve.migrations.upgrade import upgrade
 from blendserve.scheduler import planning
 from blendserve.scheduler.service import Scheduler
@@ -21,7 +21,7 @@ from blendserve.worker.service import WorkerService
 from tests.api.conftest import in_process_api
 from tests.conftest import TINY
 from tests.live import chat_lines, pg_schema_url
-from tests.reliability.inproc import add_batch, settings
+from tests.reliability.inproc import add_batch, planned_chunk, running_batch, settings
 from tests.test_control_plane_planning import _admit, _round
 
 
@@ -97,12 +97,7 @@ def test_a_backed_off_worker_claims_a_rounds_chunk_as_soon_as_the_bell_rings(tmp
     upgrade(st.db_url)
     engine = make_engine(st.db_url)
     sessions = make_sessionmaker(engine)
-    now = time.time()
-    with sessions.begin() as s:
-        s.add(File(id="file-in", owner="o", filename="in.jsonl", purpose="batch", bytes=0, created_at=int(now)))
-        s.add(Batch(id="batch_x", owner="o", endpoint="/v1/chat/completions", model="m", input_file_id="file-in",
-                    completion_window="24h", status="in_progress", created_at=int(now), in_progress_at=int(now),
-                    expires_at=int(now) + 3600, total=1))
+    running_batch(sessions, total=1)
     svc = WorkerService(st, EchoEngine("m", tokens_per_s=1e6, prefill_tokens_per_s=1e9, max_running=8,
                                        config=EchoSettings()), "echo")
     stop = threading.Event()
@@ -110,12 +105,7 @@ def test_a_backed_off_worker_claims_a_rounds_chunk_as_soon_as_the_bell_rings(tmp
     thread.start()
     try:
         time.sleep(3.5)                          # three empty claims: the back-off is at 2-4 s now
-        with sessions.begin() as s:
-            chunk = Chunk(model="m", seq=0, status="pending", attempts=0, size=1, created_at=time.time())
-            s.add(chunk)
-            s.flush()
-            s.add(Request(batch_id="batch_x", line=0, custom_id="c0", model="m", body={}, prompt_ids=b"",
-                          prompt_tokens=0, max_tokens=4, status="planned", chunk_id=chunk.id, position=0))
+        planned_chunk(sessions, seq=0, size=1, max_tokens=4)
         t0 = time.monotonic()
         ring(tmp_path, "chunks")
         while time.monotonic() - t0 < 5.0:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from blendserve.core.config import Settings
 from blendserve.core.ids import new_id
-from blendserve.core.models import Batch, File
+from blendserve.core.models import Batch, Chunk, File, Request
 from blendserve.core.storage import FileStore
 from tests.conftest import TINY
 from tests.live import jsonl, pg_schema_url
@@ -37,3 +37,25 @@ def add_batch(sessions, store: FileStore, rows: list[dict] | bytes, status: str 
 def status(sessions, bid: str) -> Batch:
     with sessions() as s:
         return s.get(Batch, bid)
+
+
+def running_batch(sessions, total: int) -> None:
+    """Batch `batch_x` of model "m", in progress, for a worker test whose chunks are written by hand."""
+    now = int(time.time())
+    with sessions.begin() as s:
+        s.add(File(id="file-in", owner="o", filename="in.jsonl", purpose="batch", bytes=0, created_at=now))
+        s.add(Batch(id="batch_x", owner="o", endpoint="/v1/chat/completions", model="m", input_file_id="file-in",
+                    completion_window="24h", status="in_progress", created_at=now, in_progress_at=now,
+                    expires_at=now + 3600, total=total))
+
+
+def planned_chunk(sessions, seq: int, size: int, max_tokens: int) -> int:
+    """A pending chunk of `batch_x` with `size` planned requests (lines seq * size ...); its id."""
+    with sessions.begin() as s:
+        chunk = Chunk(model="m", seq=seq, status="pending", attempts=0, size=size, created_at=time.time())
+        s.add(chunk)
+        s.flush()
+        s.add_all(Request(batch_id="batch_x", line=size * seq + k, custom_id=f"c{size * seq + k}", model="m",
+                          body={}, prompt_ids=b"", prompt_tokens=0, max_tokens=max_tokens, status="planned",
+                          chunk_id=chunk.id, position=k) for k in range(size))
+        return chunk.id

@@ -20,6 +20,7 @@ from blendserve.worker.engines.cpu import CpuEngine
 from blendserve.worker.engines.echo import FILLER, EchoEngine
 from blendserve.worker.engines.server import ServerEngine
 from tests.live import Deployment, jsonl, read_lines, wait_batch
+from tests.reliability.inproc import planned_chunk, running_batch
 
 GREEDY = SamplingParams(max_tokens=12, temperature=0.0)
 
@@ -235,7 +236,7 @@ def test_a_failed_shared_step_reruns_the_other_calls_alone_and_the_culprit_gets_
 
     from blendserve.core.config import Settings
     from blendserve.core.db import make_engine, make_sessionmaker
-    from blendserve.core.models import Batch, Chunk, File, Request
+    from blendserve.core.models import Request
     from blendserve.migrations.upgrade import upgrade
     from blendserve.worker.service import WorkerService
 
@@ -243,18 +244,8 @@ def test_a_failed_shared_step_reruns_the_other_calls_alone_and_the_culprit_gets_
     upgrade(st.db_url)
     db = make_engine(st.db_url)
     sessions = make_sessionmaker(db)
-    now = time.time()
-    with sessions.begin() as s:
-        s.add(File(id="file-in", owner="o", filename="in.jsonl", purpose="batch", bytes=0, created_at=int(now)))
-        s.add(Batch(id="batch_x", owner="o", endpoint="/v1/chat/completions", model="m", input_file_id="file-in",
-                    completion_window="24h", status="in_progress", created_at=int(now), in_progress_at=int(now),
-                    expires_at=int(now) + 3600, total=8))
-        chunk = Chunk(model="m", seq=0, status="pending", attempts=0, size=8, created_at=now)
-        s.add(chunk)
-        s.flush()
-        s.add_all(Request(batch_id="batch_x", line=k, custom_id=f"c{k}", model="m", body={}, prompt_ids=b"",
-                          prompt_tokens=0, max_tokens=200, status="planned", chunk_id=chunk.id, position=k)
-                  for k in range(8))
+    running_batch(sessions, total=8)
+    planned_chunk(sessions, seq=0, size=8, max_tokens=200)
     echo = FailsOnCulprit("m", tokens_per_s=200, prefill_tokens_per_s=1e9, config=EchoSettings())
     svc = WorkerService(st, echo, "echo", tiny_model)
     stop = threading.Event()
