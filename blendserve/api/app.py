@@ -33,7 +33,7 @@ def create_app(settings: Settings, *, migrate: bool = True) -> FastAPI:
                                read_sessions=readers, store=FileStore(settings.files_dir),
                                model_names=model_names(settings), status_cache=StatusCache(settings.status_cache_s),
                                lanes=Lanes(readers, settings.lease_seconds, settings.worker_secret, settings.limit,
-                                           bool(settings.api_keys), checkpoints(settings)),
+                                           bool(settings.api_keys), checkpoints(settings), settings.grammar),
                                keyring=Keyring.parse(settings.api_keys),
                                signer=Sessions(settings.session_secret, settings.session_ttl_s),
                                model_created=created_at(settings))

@@ -1,5 +1,6 @@
 """Where the interactive lane goes: the live workers' endpoints per model, one connection pool to them of
-BLENDSERVE_LIMIT_POOL_SIZE connections, and each tenant's share of it (blendserve/api/interactive_caps.py)."""
+BLENDSERVE_LIMIT_POOL_SIZE connections, each tenant's share of it (blendserve/api/interactive_caps.py), and the
+rules a body passes before it goes (blendserve/api/body_rules.py)."""
 from __future__ import annotations
 
 import itertools
@@ -11,8 +12,10 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from blendserve.api.body_rules import BodyRules
 from blendserve.api.interactive_caps import Shares
 from blendserve.core.config import WORKER_SECRET_HEADER
+from blendserve.core.grammar_settings import GrammarSettings
 from blendserve.core.limit_settings import LimitSettings
 from blendserve.core.models import Worker
 
@@ -23,11 +26,12 @@ class Lanes:
     """Live interactive endpoints per model, re-read from the job table at most once a second; round-robin."""
 
     def __init__(self, read_sessions: sessionmaker[Session], lease_s: float, secret: str, limits: LimitSettings,
-                 keyed: bool, checkpoints: dict[str, Path]) -> None:
+                 keyed: bool, checkpoints: dict[str, Path], grammar: GrammarSettings) -> None:
         self.read_sessions, self.lease_s = read_sessions, lease_s
         self.limits = limits
         self.shares = Shares(self.limits, keyed)          # per tenant, below the pool's size
         self.checkpoints = checkpoints                    # model -> its checkpoint dir (its context length)
+        self.rules = BodyRules(checkpoints, grammar, limits)   # a worker's rules, read first
         self.secret = secret          # BLENDSERVE_WORKER_SECRET: the workers answer the API only
         self.urls: dict[str, list[str]] = {}
         self.read_at = -TTL_S

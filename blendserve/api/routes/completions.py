@@ -1,7 +1,8 @@
 """The interactive lane's front door: /v1/chat/completions and /v1/completions, forwarded to a live worker.
 
-The API authenticates the caller, checks that the model is served, and hands
-the raw body to a worker of that model over HTTP (its row in the job table
+The API authenticates the caller, checks that the model is served and that
+the body passes the rules a worker holds it to (blendserve/api/body_rules.py),
+and hands the raw body to a worker of that model over HTTP (its row in the job table
 says where it listens; blendserve/worker/interactive.py answers). The worker checks the
 body with the same rules as a batch line, runs it at its engine's next step
 ahead of batch work, and answers as OpenAI does, JSON or server-sent events;
@@ -17,6 +18,7 @@ from typing import Any
 
 import httpx
 from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
 from blendserve.api.deps import AppState, OwnerDep, StateDep
@@ -29,6 +31,7 @@ from blendserve.core.config import TENANT_HEADER
 router = APIRouter(tags=["completions"])
 
 MAX_BODY = 8 * 1024 * 1024
+INLINE_RULES = 64 * 1024      # bodies up to this size are checked on the event loop (well under a millisecond)
 _REQUEST_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
     "type": "object", "required": ["model"], "properties": {"model": {"type": "string"}}}}}}}
 _RESPONSES: dict[int | str, dict[str, Any]] = {**ERRORS, 503: ERRORS[400],
@@ -51,6 +54,10 @@ async def _forward(request: Request, st: AppState, path: str) -> Response:
                        param="model", code="model_not_found")
     lanes = st.lanes
     lanes.shares.check_size(body, model, lanes.checkpoints.get(model), raw)   # 400 past the body's bounds
+    if len(raw) > INLINE_RULES:        # a large body's rules off the event loop, which other callers share
+        await run_in_threadpool(lanes.rules.check, path, body, model)
+    else:
+        lanes.rules.check(path, body, model)                                 # 400: the worker's rules refuse it
     owner = request.scope["state"].get("owner") or ""
     release = lanes.shares.take(owner)                                       # 429 past the tenant's share
     return await relay(request, _upstream(lanes, model, path, raw, owner), release)
