@@ -186,9 +186,11 @@ class WorkerService:
             log.info("stream: %d request(s), %d tokens in %.1fs (%.0f tok/s)", n, toks, dt, toks / max(dt, 1e-9))
         return served
 
-    def _feed(self) -> Iterator[GenRequest]:
-        """Requests of chunk after chunk in plan order; ends when no chunk is ready, on stop, or when
-        suspects wait to run alone. Database errors end the stream, never fail the engine's requests.
+    def _feed(self) -> Iterator[GenRequest | None]:
+        """Requests of chunk after chunk in plan order; None when no chunk is ready (the engine's stream ends
+        there if it is idle; if interactive work keeps it busy, it asks again at its next admission, so
+        batch work is never shut out for as long as calls keep coming); ends on stop, or when suspects wait to
+        run alone. Database errors end the stream, never fail the engine's requests.
 
         The next chunk is claimed ahead, in the rank's claim thread, once the last PREFETCH_SHARE of a
         chunk is being admitted, so the engine's loop (which pulls from this generator between steps)
@@ -198,7 +200,10 @@ class WorkerService:
                 t0 = time.perf_counter()
                 got = self.ledger.next_claim()
                 if got is None:
-                    return
+                    if self.chunks_bell.rang():      # a round wrote chunks: the next ask claims at once
+                        self.ledger.claims.wake()
+                    yield None
+                    continue
                 log.info("chunk %d: the engine waited %.1f ms for it", got.id, (time.perf_counter() - t0) * 1e3)
             except Exception:
                 log.exception("claiming a chunk failed; trying again shortly")

@@ -130,7 +130,9 @@ class Engine(Protocol):
         """Run requests, admitted in iteration order; yield each result as it finishes.
 
         The engine must not read ahead of what it can admit now, so that the
-        caller can stop or filter the stream between admissions. Between steps
+        caller can stop or filter the stream between admissions. `requests` may
+        yield None for "nothing ready now": the stream ends there if nothing
+        runs, else the engine asks again at its next admission. Between steps
         it drops running requests for which `cancelled(key)` is true, without a
         result (the batch was cancelled or expired, or the claim was lost).
 

@@ -7,9 +7,12 @@ add_request / abort_request / step. The driver (`drive`) owns what the worker re
 engine: admission in plan order without reading ahead, interactive requests handed over before every
 step, cancel sweeps only when the cancel epoch moved, token deltas to `on_tokens` on the worker's thread,
 results of cancelled requests dropped, and the end of the stream (nothing left in the engine, nothing
-left to feed). Where an engine schedules admission inside its own step (the CPU engine admits a request
-only where the step's budget and free blocks hold its first chunk), its adapter pulls from the driver's
-`Feed` instead (`pulls`), which keeps the same order and the same no-read-ahead rule.
+left to feed). The plan's source may yield None for "nothing ready now": the stream ends there if the
+engine is idle, and otherwise asks again at its next admission, so a chunk planned while interactive
+work keeps the engine busy is taken up in that same stream. Where an engine schedules admission inside its
+own step (the CPU engine admits a request only where the step's budget and free blocks hold its first
+chunk), its adapter pulls from the driver's `Feed` instead (`pulls`), which keeps the same order and the
+same no-read-ahead rule.
 
 A request fails alone (docs/design.md §12.1): an exception raised while the driver or an adapter works on
 one request (its admission, its token deltas; an adapter's own per-request work, through `Feed.fail`)
@@ -25,6 +28,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from blendserve.worker.engines.base import GenRequest, GenResult, TokenLogprob
+
+_SPENT = object()        # the plan's source has ended (a None from it means "nothing ready now")
 
 
 class Refused(ValueError):
@@ -69,6 +74,7 @@ class Feed:
         self._urgent = urgent
         self._live = live
         self.exhausted = False
+        self.dry = False                      # the plan had nothing ready when last asked
         self.failed: list[GenResult] = []     # requests that failed alone, for the driver to yield
 
     @property
@@ -78,14 +84,17 @@ class Feed:
 
     def next(self) -> GenRequest | None:
         """The next batch request in plan order, counted as in the engine from here on; None once the
-        stream is spent. Call it only for a request that can be admitted now."""
+        stream is spent, or where the plan has nothing ready now (the source yielded None: `dry`, asked
+        again at the next call). Call it only for a request that can be admitted now."""
         if self.exhausted:
             return None
-        request = next(self._source, None)
-        if request is None:
+        request = next(self._source, _SPENT)
+        if request is _SPENT:
             self.exhausted = True
             return None
-        self._live[request.key] = request
+        self.dry = request is None
+        if request is not None:
+            self._live[request.key] = request
         return request
 
     def urgent(self) -> list[GenRequest]:
@@ -177,7 +186,8 @@ def drive(core: EngineCore, requests: Iterable[GenRequest],
             if sweep.due():
                 waiting = sweep.run(live, waiting)
             yield from feed.drain()
-            if waiting is None and not core.busy() and (feed.exhausted or not (core.pulls or core.room())):
+            if waiting is None and not core.busy() and (feed.exhausted or feed.dry
+                                                         or not (core.pulls or core.room())):
                 return
             if not core.busy() and not core.pulls:
                 continue                               # all of it cancelled: admit again first
