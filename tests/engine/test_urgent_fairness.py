@@ -79,3 +79,28 @@ def test_tenants_take_turns_at_interactive_prefill(tiny_model: Path) -> None:
     assert done[-9] < max(done[r.key] for r in many), "the one chat did not wait for all six"
     for r in [*many, one]:
         assert results[r.key].output_ids == alone(tiny_model, r)
+
+
+def test_batch_work_that_arrives_while_a_long_prompt_takes_every_token_gets_its_share(tiny_model: Path) -> None:
+    """The plan has nothing ready when a long interactive prompt starts (so its prefill may take the whole
+    step), then a batch request is: the batch request is pulled and runs beside the prefill's chunks, not
+    after the prompt (or a tenant's steady long prompts would shut batch work out)."""
+    e = engine(tiny_model, max_running=8, step_tokens=64, kv_capacity_tokens=8192)
+    e.step_log = []
+    long = GenRequest(-1, prompt(5, 600), SamplingParams(max_tokens=2, temperature=0.0))
+    batch = GenRequest(1, prompt(1, 8), SamplingParams(max_tokens=4, temperature=0.0))
+    polls = iter([[long]])
+
+    def plan():
+        for _ in range(3):
+            yield None                                 # no chunk ready for the first steps
+        yield batch
+
+    results = {r.key: r for r in e.generate(plan(), urgent=lambda: next(polls, []))}
+    steps = _keys(e)
+    last_prefill = max(i for i, keys in enumerate(steps) if -1 in keys)
+    assert 1 in steps[3], "pulled at the first step after the plan has it (one None a step before), beside the prompt"
+    assert max(i for i, keys in enumerate(steps) if 1 in keys) < last_prefill, \
+        "the batch request finished before the long prompt's prefill did"
+    for r in (long, batch):
+        assert results[r.key].output_ids == alone(tiny_model, r)

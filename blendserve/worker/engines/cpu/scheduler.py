@@ -121,7 +121,7 @@ class Scheduler:
         budget = self.step_tokens
         step = Step([])
         scheduled: list[ScheduledChunk] = []
-        batch_left, urgent_left = self._shares(budget)
+        batch_left, urgent_left = self._shares(budget, pull)
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
@@ -166,7 +166,7 @@ class Scheduler:
         step.chunks = scheduled
         return step
 
-    def _shares(self, budget: int) -> tuple[int, int]:
+    def _shares(self, budget: int, pull: Callable[[], Sequence | None]) -> tuple[int, int]:
         """This step's tokens for batch work and for interactive prefill; orders the interactive sequences."""
         urgent = sum(s.urgent for s in self.running)
         self.running[:urgent] = turns(self.running[:urgent])
@@ -181,6 +181,12 @@ class Scheduler:
         batch_left = 0 if rushing else budget if self.batch_cap is None else self.batch_cap
         # Outside those steps interactive prefill leaves batch work its share of the step (half at most):
         # a long prompt's chunks would otherwise take every token of every step until it is done.
+        # Whether batch work is about: running, waiting, or the plan's next request, pulled now where this
+        # step could admit it. Without the pull, interactive prefill that takes the whole budget would never
+        # leave room to pull one, and a tenant's steady long prompts would shut every batch out.
+        if urgent and batch_left and not self.waiting and len(self.running) == urgent < self.max_running \
+                and (seq := pull()) is not None:
+            self.waiting.append(seq)
         batch_about = self.waiting or len(self.running) > urgent
         urgent_left = budget - (min(batch_left, budget // 2) if batch_about else 0)
         return batch_left, urgent_left
