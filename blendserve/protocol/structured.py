@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from blendserve.protocol.fields import BodyError
-from blendserve.protocol.grammar_limits import DEFAULT, GrammarLimits, check_compiles, check_limits
+from blendserve.protocol.grammar_limits import DEFAULT, GrammarLimits, check_compiles, check_limits, check_size
 from blendserve.protocol.schema_subset import check_schema, engine_form
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -113,6 +113,7 @@ def schema_constraint(fmt: Any, param: str, limits: GrammarLimits | None = None)
     schema = spec.get("schema")
     if schema is None:
         return Constraint(JSON_OBJECT, False)
+    check_size(schema, f"{at}.schema", limits or DEFAULT)
     check_schema(schema, bool(strict), f"{at}.schema")
     return bounded(schema, bool(strict), f"{at}.schema", limits)
 
@@ -151,6 +152,7 @@ def check_tools(body: dict, limits: GrammarLimits | None = None) -> tuple[Constr
         params = fn.get("parameters")
         if params is None:
             params = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+        check_size(params, f"{p}.function.parameters", limits)
         check_schema(params, bool(strict), f"{p}.function.parameters")
         functions[name] = (params, bool(strict))
     if choice is None or choice == "auto":

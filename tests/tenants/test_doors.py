@@ -8,6 +8,7 @@ import resource
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler
 
 import httpx
@@ -260,3 +261,22 @@ def test_a_tenants_share_must_be_below_the_pool():
     with pytest.raises(ValueError, match="BLENDSERVE_LIMIT_POOL_SIZE"):
         LimitSettings(interactive_per_tenant=64, pool_size=64)
     assert LimitSettings(interactive_per_tenant=63, pool_size=64).pool_size == 64
+
+
+def test_a_burst_of_connections_to_the_worker_port_connects_at_once():
+    """The kernel completes a burst of the API's connections while the worker's accept loop is busy (here: not
+    running at all), so none waits for a SYN retry past the API's 2-s connect timeout."""
+    server = BoundedHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    port = server.server_address[1]
+    try:
+        def connect(_: int) -> float:
+            t0 = time.monotonic()
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            took = time.monotonic() - t0
+            s.close()
+            return took
+        with ThreadPoolExecutor(64) as pool:
+            took = list(pool.map(connect, range(128)))
+        assert max(took) < 0.5, sorted(took)[-5:]
+    finally:
+        server.server_close()
