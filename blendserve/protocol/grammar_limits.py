@@ -116,10 +116,15 @@ def _plain(op: Any, av: Any) -> None:
                              "[ !#-\\[\\]-~])")
 
 
+def json_bytes(value: Any) -> int:
+    """The value's size as compact JSON text, in bytes (what `schema_bytes` bounds)."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
 def check_size(schema: Any, param: str, limits: GrammarLimits = DEFAULT) -> None:
     """Raise BodyError where the schema is past `schema_bytes` of compact JSON: run first, before any rule
     walks the schema in Python, so a megabyte schema costs one C-speed encode to refuse."""
-    size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False).encode())
+    size = json_bytes(schema)
     if size > limits.schema_bytes:
         raise limits.refuse("schema_bytes", f"the schema is {size} bytes of JSON", param)
 

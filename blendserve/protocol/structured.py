@@ -29,7 +29,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from blendserve.protocol.fields import BodyError
-from blendserve.protocol.grammar_limits import DEFAULT, GrammarLimits, check_compiles, check_limits, check_size
+from blendserve.protocol.grammar_limits import (
+    DEFAULT,
+    GrammarLimits,
+    check_compiles,
+    check_limits,
+    check_size,
+    json_bytes,
+)
 from blendserve.protocol.schema_subset import check_schema, engine_form
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -134,6 +141,11 @@ def check_tools(body: dict, limits: GrammarLimits | None = None) -> tuple[Constr
         raise BodyError("invalid_value", "'tools' must be an array of function tools.", "tools")
     if len(tools) > limits.tools:
         raise limits.refuse("tools", f"{len(tools)} tools", "tools")
+    if choice == "required" and len(tools) > 1:      # their one schema holds every tool's parameters
+        params = [t["function"].get("parameters") for t in tools
+                  if isinstance(t, dict) and isinstance(t.get("function"), dict)]
+        if (size := sum(json_bytes(p) for p in params)) > limits.schema_bytes:   # before any walk of them
+            raise limits.refuse("schema_bytes", f"the tools' parameters are {size} bytes of JSON", "tools")
     functions: dict[str, tuple[dict, bool]] = {}
     for i, tool in enumerate(tools):
         p = f"tools[{i}]"
