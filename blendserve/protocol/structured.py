@@ -141,11 +141,8 @@ def check_tools(body: dict, limits: GrammarLimits | None = None) -> tuple[Constr
         raise BodyError("invalid_value", "'tools' must be an array of function tools.", "tools")
     if len(tools) > limits.tools:
         raise limits.refuse("tools", f"{len(tools)} tools", "tools")
-    if choice == "required" and len(tools) > 1:      # their one schema holds every tool's parameters
-        params = [t["function"].get("parameters") for t in tools
-                  if isinstance(t, dict) and isinstance(t.get("function"), dict)]
-        if (size := sum(json_bytes(p) for p in params)) > limits.schema_bytes:   # before any walk of them
-            raise limits.refuse("schema_bytes", f"the tools' parameters are {size} bytes of JSON", "tools")
+    if choice == "required" and len(tools) > 1:
+        _check_required_size(tools, limits)
     functions: dict[str, tuple[dict, bool]] = {}
     for i, tool in enumerate(tools):
         p = f"tools[{i}]"
@@ -186,6 +183,15 @@ def check_tools(body: dict, limits: GrammarLimits | None = None) -> tuple[Constr
         raise BodyError("invalid_value", f"'tool_choice' names '{named}', which is not in 'tools'.", "tool_choice")
     at = f"tools[{list(functions).index(named)}].function.parameters"
     return bounded(*functions[named], at, limits), ToolCall(named, "stop")
+
+
+def _check_required_size(tools: list, limits: GrammarLimits) -> None:
+    """Under "required" one schema holds every tool's parameters: refuse it from their size, before any of
+    them is walked (128 tools of 150 parameters took 0.1 s of Python to check one by one)."""
+    params = [t["function"].get("parameters") for t in tools
+              if isinstance(t, dict) and isinstance(t.get("function"), dict)]
+    if (size := sum(json_bytes(p) for p in params)) > limits.schema_bytes:
+        raise limits.refuse("schema_bytes", f"the tools' parameters are {size} bytes of JSON", "tools")
 
 
 def _any_call(functions: dict[str, tuple[dict, bool]]) -> tuple[dict, bool]:
