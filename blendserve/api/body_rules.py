@@ -1,9 +1,9 @@
 """The API's reading of an interactive body by the rules a worker holds it to (blendserve/protocol), before
 it is forwarded: a body they refuse is the caller's 400 here, in the API's process, and never reaches a worker.
 
-Why here as well as in the worker: the worker parses a body in the process its engine runs in, so a tenant
-sending megabyte schemas that the rules refuse held the interpreter lock the engine's loop needs, and every
-tenant's steps waited (docs/design.md §12.1). The API reads what the rules need of a model without its
+Why here as well as in the worker: the worker parses a body in the process its engine runs in, so a tenant's
+megabyte schemas that the rules refuse would hold the interpreter lock the engine's loop needs, and every
+tenant's steps would wait (docs/design.md §12.1). The API reads what the rules need of a model without its
 tokenizer (context length and vocabulary from config.json, the deployment's grammar and answer limits); the
 worker still checks in full (the chat template's tool-call format, the prompt's tokens against the context)
 what passes here.

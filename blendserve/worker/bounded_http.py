@@ -24,8 +24,8 @@ _BUSY = json.dumps({"error": {"message": "The worker has too many connections op
 
 class BoundedHTTPServer(ThreadingHTTPServer):
     # The listen backlog: connections the kernel completes before the accept loop (one thread, sharing the
-    # interpreter with the engine's loop) takes them. socketserver's 5 made a burst of the API's calls wait
-    # for SYN retries, past the API's 2-s connect timeout, and the caller got a 503.
+    # interpreter with the engine's loop) takes them. With socketserver's 5, a burst of the API's calls waits
+    # for SYN retries, past the API's 2-s connect timeout, and the caller gets a 503.
     request_queue_size = MAX_CONNECTIONS
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
