@@ -16,10 +16,10 @@ from typing import Protocol
 import httpx
 import openai
 
+from benchmarks.hostile_fuzz import KEYS
 from blendserve.core.config import SMOLLM2
 from tests.harness.deployment import jsonl, read_lines, wait_batch
 
-KEYS = {"mallory": "sk-mallory-1", "alice": "sk-alice-1"}
 AUTH = {"Authorization": f"Bearer {KEYS['mallory']}"}
 HI = [{"role": "user", "content": "Say hi."}]
 CHAT = {"model": SMOLLM2, "messages": HI, "max_tokens": 4}

@@ -41,27 +41,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import httpx
-
 from benchmarks.attacks import ATTACKS, KEYS, Target, attack_process
+from benchmarks.hostile_fuzz import alice_chats
 from blendserve.core.config import SMOLLM2, Settings
 from blendserve.core.served import smollm2_checkpoint
 from tests.harness.deployment import Deployment, chat_lines, jsonl, wait_batch
 
-HI = [{"role": "user", "content": "Say hi."}]
 COMMIT = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-
-
-def alice_chats(base: str, stop: threading.Event, every: float, out: list) -> None:
-    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEYS['alice']}"}, timeout=600) as c:
-        while not stop.is_set():
-            t0 = time.perf_counter()
-            try:
-                code = c.post("/chat/completions", json={"model": SMOLLM2, "messages": HI, "max_tokens": 8}).status_code
-            except httpx.HTTPError:
-                code = 599
-            out.append((code, time.perf_counter() - t0))
-            stop.wait(every)
 
 
 def cpu_s(d: Deployment) -> dict[str, float]:
