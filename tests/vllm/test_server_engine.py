@@ -262,8 +262,10 @@ def test_server_killed_mid_batch_loses_nothing(deployment: Deployment, server: V
     sends them again once the server answers, and every custom_id comes out once, none failed, and no
     request was charged an attempt (a lost connection is the server's fault, not the request's)."""
     client = deployment.client()
-    rows = chat_lines(24, SMOLLM2, max_tokens=48, prefix=SYSTEM, temperature=0,
+    rows = chat_lines(24, SMOLLM2, max_tokens=96, prefix=SYSTEM, temperature=0,
                       logit_bias={str(t): b for t, b in NO_EOS})
+    for row in rows[:4]:       # these finish first, while the rest are far from done when the server dies
+        row["body"]["max_tokens"] = 8
     f = client.files.create(file=("input.jsonl", jsonl(rows)), purpose="batch")
     b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
     mid = wait_batch(client, b.id, timeout=300, until=lambda x: x.request_counts.completed >= 2 or
